@@ -1,0 +1,277 @@
+"""Policy objectives: one short function per paper equation, plus the AR and Lopti helpers.
+
+Tensors are [B, T]: `logp` = log pi_theta of the chosen tokens (with grad), `blogp` = behavior log-prob recorded
+at sampling, `advantages` broadcast per token, `mask` = 1 on response tokens; log r = logp - blogp.
+`policy_loss(name, ...)` checks its inputs, zeroes every padding position (so garbage or -inf there never reaches
+the loss or its gradient), runs the named objective and returns `(loss, flags)`: `flags` holds detached bool
+[B, T] tensors "clipped_low", "clipped_high", "masked" (False on padding and where an objective has no such
+notion) and possibly detached float scalars: "dual_clip_frac" (grpo with dual_clip: fraction of response tokens
+with A<0 and r > dual_clip) and "m2po_cap_c" (m2po_cap: the cap c on |log r|, inf when no cap is needed).
+"""
+import inspect
+import math
+
+import torch
+
+FLAG_KEYS = ("clipped_low", "clipped_high", "masked")
+
+
+def _token_mean(values, resp):
+    return (values * resp).sum() / resp.sum()
+
+
+def _clipped_surrogate(ratio, adv, low, high):
+    """min(r A, clip(r, low, high) A) and, per side, where the clip branch is the active minimum."""
+    term = torch.minimum(ratio * adv, torch.clamp(ratio, low, high) * adv)
+    return term, {"clipped_low": (adv < 0) & (ratio < low), "clipped_high": (adv > 0) & (ratio > high)}
+
+
+def _trust_region(log_ratio, adv, resp):
+    """Tokens whose update moves the ratio further in the advantage's direction: (A>0 & r>1) | (A<0 & r<1)."""
+    return resp & (((adv > 0) & (log_ratio > 0)) | ((adv < 0) & (log_ratio < 0)))
+
+
+def grpo(logp, blogp, advantages, resp, *, eps_low=0.2, eps_high=0.2, dual_clip=None):
+    # PPO clipped surrogate (arXiv 1707.06347, Eq. 7), token mean; dual clip for A<0 (arXiv 1912.09729, Eq. 5)
+    ratio = torch.exp(logp - blogp)
+    term, flags = _clipped_surrogate(ratio, advantages, 1 - eps_low, 1 + eps_high)
+    if dual_clip is not None:
+        term = torch.where(advantages < 0, torch.maximum(term, dual_clip * advantages), term)
+        flags["dual_clip_frac"] = ((advantages < 0) & (ratio > dual_clip) & resp).sum() / resp.sum()
+    return -_token_mean(term, resp), flags
+
+
+def no_clip(logp, blogp, advantages, resp):
+    # The same surrogate without a trust region (PAPERS.md section 1, eps = infinity)
+    return -_token_mean(torch.exp(logp - blogp) * advantages, resp), {}
+
+
+def m2po(logp, blogp, advantages, resp, *, tau=0.04):
+    """M2PO with the mask of Algorithm 1, computed over the whole batch passed in (the trainer passes one
+    update's mini-batch; the authors' released code works per micro-batch). Masked tokens stay in the
+    denominator; no eps clip."""
+    # M2PO (arXiv 2510.01161) Algorithm 1: L = -sum(M r A) / (number of response tokens)
+    log_ratio = logp - blogp
+    keep = _m2po_keep(log_ratio.detach(), advantages, resp, tau)
+    return -_token_mean(keep * torch.exp(log_ratio) * advantages, resp), {"masked": ~keep}
+
+
+def m2po_cap(logp, blogp, advantages, resp, *, tau=0.04):
+    """The rule of the authors' released code (Infini-AI-Lab/M2PO, verl fork), not Algorithm 1: instead of
+    masking the largest-(log r)^2 tokens it caps |log r| of every trust-region token at one c and PPO-clips
+    at exp(-c), exp(c), so the tokens beyond the cap keep their value but lose their gradient. Here c is the
+    exact largest cap meeting the budget over the whole batch; the released code works per micro-batch,
+    rounds c down to a data point, and by its function's defaults never clips tighter than [0.7, 1.5]."""
+    # Infini-AI-Lab/M2PO core_algos: c = max{c : sum min(d^2, c^2) / n_TR <= tau}, then clip(r, e^-c, e^c)
+    log_ratio = logp - blogp
+    cap = _m2po_cap(log_ratio.detach(), advantages, resp, tau).to(logp.dtype)
+    term, flags = _clipped_surrogate(torch.exp(log_ratio), advantages, torch.exp(-cap), torch.exp(cap))
+    flags["m2po_cap_c"] = cap
+    return -_token_mean(term, resp), flags
+
+
+def tis(logp, blogp, advantages, resp, *, prox_logp, eps_low=0.2, eps_high=0.2, tis_cap=2.0):
+    # Truncated importance sampling (Yao et al. 2025; PAPERS.md section 5): w = min(pi_prox / pi_behav, C), detached
+    weight = torch.exp(prox_logp - blogp).clamp(max=tis_cap)
+    return _weighted_prox_surrogate(logp, prox_logp, advantages, resp, weight, eps_low, eps_high)
+
+
+def decoupled(logp, blogp, advantages, resp, *, prox_logp, eps_low=0.2, eps_high=0.2):
+    # AReaL decoupled PPO (arXiv 2505.24298): (pi_prox / pi_behav) * min(u A, clip(u) A), u = pi / pi_prox
+    weight = torch.exp(prox_logp - blogp)
+    return _weighted_prox_surrogate(logp, prox_logp, advantages, resp, weight, eps_low, eps_high)
+
+
+def _weighted_prox_surrogate(logp, prox_logp, advantages, resp, weight, eps_low, eps_high):
+    term, flags = _clipped_surrogate(torch.exp(logp - prox_logp), advantages, 1 - eps_low, 1 + eps_high)
+    return -_token_mean(weight.detach() * term, resp), flags
+
+
+def gspo(logp, blogp, advantages, resp, *, eps_low=3e-4, eps_high=4e-4):
+    # GSPO (arXiv 2507.18071, eps of section 5.1): s_i = exp(mean_t log r), L = -mean_i min(s_i A_i, clip(s_i) A_i)
+    lengths = resp.sum(dim=1)
+    seq_ratio = torch.exp((logp - blogp).sum(dim=1) / lengths.clamp(min=1))
+    seq_adv = advantages.sum(dim=1) / lengths.clamp(min=1)
+    term, seq_flags = _clipped_surrogate(seq_ratio, seq_adv, 1 - eps_low, 1 + eps_high)
+    has_tokens = lengths > 0
+    loss = -(term * has_tokens).sum() / has_tokens.sum()
+    return loss, {key: flag[:, None].expand_as(resp) for key, flag in seq_flags.items()}
+
+
+OBJECTIVES = {f.__name__: f for f in (grpo, no_clip, m2po, m2po_cap, tis, decoupled, gspo)}
+
+
+@torch.no_grad()
+def _m2po_keep(log_ratio, advantages, resp, tau):
+    """Algorithm 1 vectorised: sort the candidates by (log r)^2 descending and mask the top k, for the
+    smallest k after which the mean over the remaining candidates is <= tau."""
+    candidate = _trust_region(log_ratio, advantages, resp).flatten()
+    sq = log_ratio.double().square().flatten()
+    order = torch.argsort(torch.where(candidate, sq, -1.0), descending=True, stable=True)  # candidates first
+    cand_sorted = candidate[order]
+    rest_sum = torch.where(cand_sorted, sq[order], 0.0).flip(0).cumsum(0).flip(0)
+    rest_count = cand_sorted.flip(0).cumsum(0).flip(0)
+    within = rest_sum / rest_count.clamp(min=1) <= tau  # mean of the candidates kept after dropping k
+    n_drop = torch.argmax(torch.cat([within, within.new_ones(1)]).int())  # first k that satisfies it
+    drop_sorted = torch.arange(order.numel(), device=order.device) < n_drop  # only candidates come first
+    return ~torch.empty_like(candidate).scatter_(0, order, drop_sorted).view_as(resp)
+
+
+@torch.no_grad()
+def _m2po_cap(log_ratio, advantages, resp, tau):
+    """Largest c >= 0 with sum over trust-region tokens of min(d^2, c^2) <= tau * n_TR (inf: no cap needed)."""
+    candidate = _trust_region(log_ratio, advantages, resp).flatten()
+    sq = torch.where(candidate, log_ratio.double().square().flatten(), math.inf).sort().values  # ascending
+    n_tr = candidate.sum()
+    position = torch.arange(sq.numel(), device=sq.device)
+    finite_sq = torch.where(position < n_tr, sq, 0.0)
+    below = finite_sq.cumsum(0) - finite_sq  # sum of the values before each position
+    capped_sum = torch.where(position < n_tr, below + (n_tr - position) * sq, math.inf)  # with c^2 = sq[k]
+    n_uncapped = (capped_sum <= tau * n_tr).sum()
+    at = n_uncapped.clamp(max=sq.numel() - 1)
+    c_squared = (tau * n_tr - below[at]) / (n_tr - n_uncapped).clamp(min=1)
+    return torch.where(n_uncapped >= n_tr, math.inf, c_squared.clamp(min=0).sqrt())
+
+
+def m2po_keep_mask(log_ratio, advantages, mask, tau=0.04):
+    """M2PO Algorithm 1 mask over the whole batch: False on the dropped tokens (the largest-(log r)^2
+    trust-region candidates), True on kept candidates, non-candidates and padding."""
+    _check_number("tau", tau, lambda v: v > 0, "> 0")
+    resp, clean = _prepare({"log_ratio": log_ratio, "advantages": advantages}, mask)
+    return _m2po_keep(clean["log_ratio"], clean["advantages"], resp, tau)
+
+
+def advantage_reweight(advantages, old_logp, alpha):
+    """Advantage Reweighting (arXiv 2505.12929): A_t = (alpha * p_old(o_t) + 1 - alpha) * A, p_old detached.
+    alpha = 0 returns the advantages unchanged. old_logp must be finite wherever advantages are (any finite
+    value on padding)."""
+    _check_number("alpha", alpha, lambda v: 0 <= v <= 1, "in [0, 1]")
+    _check_same_shape({"advantages": advantages, "old_logp": old_logp})
+    prob = torch.exp(old_logp.detach())
+    if not bool(torch.isfinite(prob).all()):
+        raise ValueError("advantage_reweight: old_logp has NaN or overflowing values")
+    return (alpha * prob + (1 - alpha)) * advantages
+
+
+def lopti_low_mask(old_logp, eta):
+    """Lopti (arXiv 2505.12929): True where p_old = exp(old_logp) < eta (literal: a negative eta selects nothing)."""
+    _check_number("eta", eta, lambda v: -1 < v < 1, "in (-1, 1)")
+    return torch.exp(old_logp) < eta
+
+
+def lopti_stages(old_logp, eta, mask):
+    """Lopti's two stages as float token masks [B, T], in update order.
+
+    eta > 0: [p_old < eta, p_old >= eta] (low-probability tokens first); eta < 0: the reversed order with
+    threshold |eta| (the ablation that fails); eta = 0: the first stage selects nothing. The trainer runs one
+    optimizer update per stage with the advantages multiplied by the stage mask, does NOT recompute blogp
+    between the stages (stage 2's ratio carries stage 1's drift), and passes the full response mask, so the
+    token-mean denominator still counts every response token.
+    """
+    _check_number("eta", eta, lambda v: -1 < v < 1, "in (-1, 1)")
+    resp, clean = _prepare({"old_logp": old_logp}, mask)
+    low = lopti_low_mask(clean["old_logp"], abs(eta)) & resp
+    stages = [low, resp & ~low] if eta >= 0 else [resp & ~low, low]
+    return [stage.to(old_logp.dtype) for stage in stages]
+
+
+def objective_defaults(name):
+    """The tunable parameters of objective `name` with their defaults (prox_logp, a tensor, is not one)."""
+    return {p.name: p.default for p in _keyword_params(_lookup(name)) if p.default is not inspect.Parameter.empty}
+
+
+def policy_loss(name, logp, blogp, advantages, mask, **params):
+    """Loss (scalar, differentiable w.r.t. logp) and flags of objective `name`; see the module docstring."""
+    objective = _lookup(name)
+    _check_params(name, objective, params)
+    tensors = {"logp": logp, "blogp": blogp, "advantages": advantages}
+    if "prox_logp" in params:
+        tensors["prox_logp"] = params.pop("prox_logp")
+    resp, clean = _prepare(tensors, mask)
+    logp = clean.pop("logp")
+    blogp, advantages = clean.pop("blogp").detach(), clean.pop("advantages").detach()
+    prox = {key: value.detach() for key, value in clean.items()}
+    loss, flags = objective(logp, blogp, advantages, resp, **prox, **params)
+    for key in FLAG_KEYS:
+        flags.setdefault(key, torch.zeros_like(resp))
+    return loss, {key: (flag & resp if flag.dtype == torch.bool else flag).detach() for key, flag in flags.items()}
+
+
+# ---- input checks: every bad input is a ValueError that names the value and the valid choices ----
+
+_PARAM_RULES = {
+    "eps_low": (lambda v: v >= 0, ">= 0"),
+    "eps_high": (lambda v: v >= 0, ">= 0"),
+    "tau": (lambda v: v > 0, "> 0"),
+    "tis_cap": (lambda v: v > 0, "> 0"),
+    "dual_clip": (lambda v: v > 1, "> 1 (or None for no dual clip)"),
+}
+
+
+def _lookup(name):
+    if name not in OBJECTIVES:
+        raise ValueError(f"unknown objective {name!r}; valid objectives: {', '.join(OBJECTIVES)}")
+    return OBJECTIVES[name]
+
+
+def _keyword_params(objective):
+    return [p for p in inspect.signature(objective).parameters.values() if p.kind is p.KEYWORD_ONLY]
+
+
+def _check_params(name, objective, params):
+    accepted = {p.name: p for p in _keyword_params(objective)}
+    for key, value in params.items():
+        if key not in accepted:
+            raise ValueError(f"unknown parameter {key!r} for objective {name!r}; valid parameters: "
+                             f"{', '.join(accepted) or 'none'}")
+        if key in _PARAM_RULES and not (key == "dual_clip" and value is None):
+            _check_number(key, value, *_PARAM_RULES[key])
+    for key, p in accepted.items():
+        if p.default is inspect.Parameter.empty and key not in params:
+            raise ValueError(f"objective {name!r} requires {key}=<[B, T] tensor> (log-probs under the policy at "
+                             "the start of the training step)")
+
+
+def _is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _check_number(name, value, rule, valid):
+    if not (_is_number(value) and rule(value)):
+        raise ValueError(f"{name}={value!r} is invalid; it must be a number {valid}")
+
+
+def _check_same_shape(tensors):
+    for key, value in tensors.items():
+        if not isinstance(value, torch.Tensor):
+            raise ValueError(f"{key} must be a torch.Tensor, got {type(value).__name__}")
+    (first, reference), *others = tensors.items()
+    for key, value in others:
+        if value.shape != reference.shape:
+            raise ValueError(f"shape mismatch: {key} has shape {tuple(value.shape)} but {first} has shape "
+                             f"{tuple(reference.shape)}")
+
+
+def _prepare(tensors, mask):
+    """Check [B, T] shapes, a 0/1 mask with at least one response token and finite values on the response
+    tokens (one device sync); return the bool response mask and the tensors, upcast to at least float32,
+    with every padding position set to 0."""
+    _check_same_shape({"mask": mask, **tensors})
+    if mask.dim() != 2:
+        raise ValueError(f"token tensors must be [B, T]; mask has shape {tuple(mask.shape)}")
+    resp = mask != 0
+    checks = [resp.any(), ((mask == 0) | (mask == 1)).all()]
+    checks += [(torch.isfinite(value) | ~resp).all() for value in tensors.values()]
+    has_response, binary, *finite = torch.stack(checks).tolist()
+    if not has_response:
+        raise ValueError("mask has no response token (it must be 1 on at least one token)")
+    if not binary:
+        raise ValueError("mask must hold only 0 and 1 (or False and True)")
+    for key, ok in zip(tensors, finite):
+        if not ok:
+            raise ValueError(f"{key} has NaN or infinite values on response tokens")
+    clean = {}
+    for key, value in tensors.items():
+        value = value.to(torch.promote_types(value.dtype, torch.float32))
+        clean[key] = torch.where(resp, value, torch.zeros((), dtype=value.dtype, device=value.device))
+    return resp, clean
