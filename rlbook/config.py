@@ -1,0 +1,109 @@
+"""Run configuration: one dataclass, validated on construction; a wrong key or value names the field and the choices."""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field, fields
+
+FINETUNE = ("lora", "full")
+FUSED_RATIO = ("auto", "on", "off")
+INIT = ("warm", "scratch")
+
+
+@dataclass
+class RunConfig:
+    experiment: str = "default"
+    name: str = "run"
+    seed: int = 0
+    # model
+    preset: str = "nano-small"
+    init: str = "warm"  # warm: the cached warm-start of (preset, task); scratch: random weights; or a checkpoint path
+    finetune: str = "lora"
+    lora_rank: int = 16
+    lora_alpha: float = 32.0
+    # task and rollouts
+    task: str = "arithmetic"
+    task_params: dict = field(default_factory=dict)
+    prompts_per_step: int = 16
+    group_size: int = 8
+    temperature: float = 1.0
+    max_new_tokens: int = 0  # 0: derived from the task's traces
+    # optimisation
+    objective: str = "grpo"
+    objective_params: dict = field(default_factory=dict)
+    total_updates: int = 400
+    updates_per_step: int = 1  # mini-batches per rollout batch (M2PO: 4), each sample used once per epoch
+    epochs: int = 1
+    staleness: int = 0  # model updates between the sampling policy and the policy being updated
+    lr: float = 2e-3
+    weight_decay: float = 0.0
+    max_grad_norm: float = 1.0
+    normalize_adv_std: bool = True
+    ar_alpha: float = 0.0  # Advantage Reweighting alpha (0 = off)
+    lopti_eta: float = 0.0  # Lopti threshold (0 = off; < 0 reverses the stage order)
+    fused_ratio: str = "auto"
+    # evaluation and bookkeeping
+    eval_every: int = 50
+    eval_size: int = 200
+    checkpoint_every: int = 50
+    warm_start: dict = field(default_factory=dict)  # overrides for pretrain.WarmStartConfig
+
+    def __post_init__(self):
+        from .models import PRESETS
+        from .objectives import OBJECTIVES, objective_defaults
+        from .tasks import TASKS, make_task
+
+        def choose(name, value, valid):
+            if value not in valid:
+                raise ValueError(f"{name}={value!r} is not valid; choose one of: {', '.join(map(str, valid))}")
+
+        choose("preset", self.preset, list(PRESETS))
+        choose("task", self.task, list(TASKS))
+        choose("objective", self.objective, list(OBJECTIVES))
+        choose("finetune", self.finetune, FINETUNE)
+        choose("fused_ratio", self.fused_ratio, FUSED_RATIO)
+        make_task(self.task, **self.task_params)  # raises on bad task parameters
+        unknown = set(self.objective_params) - set(objective_defaults(self.objective))
+        if unknown:
+            raise ValueError(f"objective_params {sorted(unknown)} do not apply to {self.objective!r}; "
+                             f"its parameters: {sorted(objective_defaults(self.objective))}")
+        positive = ("prompts_per_step", "total_updates", "updates_per_step", "epochs", "lr", "eval_every",
+                    "eval_size", "checkpoint_every", "lora_rank")
+        for name in positive:
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name}={getattr(self, name)!r} must be > 0")
+        if self.group_size < 2:
+            raise ValueError(f"group_size={self.group_size}: GRPO needs at least 2 completions per prompt")
+        if self.prompts_per_step % self.updates_per_step:
+            raise ValueError(f"prompts_per_step={self.prompts_per_step} must split evenly into "
+                             f"updates_per_step={self.updates_per_step} mini-batches (whole groups per mini-batch)")
+        if self.temperature < 0 or self.max_new_tokens < 0 or self.weight_decay < 0 or self.max_grad_norm <= 0:
+            raise ValueError("temperature, max_new_tokens and weight_decay must be >= 0 and max_grad_norm > 0; got "
+                             f"{self.temperature}, {self.max_new_tokens}, {self.weight_decay}, {self.max_grad_norm}")
+        if not 0 <= self.ar_alpha <= 1:
+            raise ValueError(f"ar_alpha={self.ar_alpha}: Advantage Reweighting needs alpha in [0, 1]")
+        if not -1 < self.lopti_eta < 1:
+            raise ValueError(f"lopti_eta={self.lopti_eta}: Lopti needs eta in (-1, 1) (0 = off)")
+        from .staleness import queue_depth
+        queue_depth(self.staleness, self.updates_per_step)
+        if self.init not in INIT and not self.init:
+            raise ValueError(f"init={self.init!r}: one of {INIT} or a checkpoint directory")
+
+    @classmethod
+    def from_dict(cls, values: dict) -> "RunConfig":
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"unknown config keys {unknown}; valid keys: {', '.join(sorted(known))}")
+        return cls(**values)
+
+    def replace(self, **changes) -> "RunConfig":
+        return RunConfig.from_dict({**asdict(self), **changes})
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def hash(self) -> str:
+        """Identity of a run: every field except its display name (so renaming does not retrain)."""
+        values = {k: v for k, v in asdict(self).items() if k not in ("name", "experiment")}
+        return hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()[:10]

@@ -1,0 +1,115 @@
+"""Named model presets and `load_policy`: nano Qwen3 models built from a config, or real checkpoints.
+
+Every preset goes through the same code path: a `Qwen3ForCausalLM` (or `Qwen3MoeForCausalLM`) plus a tokenizer,
+optionally wrapped with a LoRA adapter (peft) on all linear layers. Real checkpoints load with the ordinary
+`from_pretrained`; nothing is ever downloaded at run time.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from peft import LoraConfig, get_peft_model
+from transformers import (AutoModelForCausalLM, AutoTokenizer, Qwen3Config, Qwen3ForCausalLM, Qwen3MoeConfig,
+                          Qwen3MoeForCausalLM)
+
+from .tokenizer import char_tokenizer
+
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+@dataclass(frozen=True)
+class Preset:
+    description: str
+    config: dict = field(default_factory=dict)  # Qwen3 config values for models built from scratch
+    hub_id: str | None = None  # set for real checkpoints loaded with from_pretrained
+    moe: bool = False
+
+
+def _nano(hidden: int, layers: int, heads: int, kv_heads: int, mlp: int, **extra) -> dict:
+    return dict(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv_heads,
+                head_dim=hidden // heads, intermediate_size=mlp, tie_word_embeddings=True, max_position_embeddings=512,
+                rms_norm_eps=1e-6, rope_theta=10000.0, **extra)
+
+
+# Qwen3-1.7B's shape (PAPERS.md section 7, public model card values).
+QWEN3_1_7B = dict(hidden_size=2048, num_hidden_layers=28, num_attention_heads=16, num_key_value_heads=8, head_dim=128,
+                  intermediate_size=6144, vocab_size=151936, tie_word_embeddings=True, rms_norm_eps=1e-6,
+                  rope_theta=1_000_000.0, max_position_embeddings=32768)
+
+PRESETS: dict[str, Preset] = {
+    "nano-tiny": Preset("0.1M-parameter Qwen3 for the smoke profile (CI, laptops)", _nano(64, 2, 4, 2, 256)),
+    "nano-small": Preset("1M-parameter Qwen3 (hidden 128, 4 layers): the CPU-standard model", _nano(128, 4, 4, 2, 512)),
+    "nano-base": Preset("25M-parameter Qwen3 (hidden 512, 8 layers) for the standard profile on a GPU",
+                        _nano(512, 8, 8, 4, 1536)),
+    "nano-moe": Preset("1M-parameter Qwen3-MoE (8 experts, top-2) for the router-replay chapter",
+                       _nano(128, 4, 4, 2, 512, num_experts=8, num_experts_per_tok=2, moe_intermediate_size=128,
+                             decoder_sparse_step=1, norm_topk_prob=True), moe=True),
+    "qwen3-1.7b": Preset("Qwen/Qwen3-1.7B-Base from a local path or the Hugging Face cache (paper profile)",
+                         hub_id="Qwen/Qwen3-1.7B-Base"),
+    "qwen3-1.7b-random": Preset("Qwen3-1.7B's shape with random weights, for memory and speed measurements",
+                                QWEN3_1_7B),
+}
+
+
+def get_preset(name: str) -> Preset:
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}; valid presets: {', '.join(PRESETS)}")
+    return PRESETS[name]
+
+
+def build_model(preset: str, tokenizer=None, seed: int = 0) -> tuple[torch.nn.Module, object]:
+    """A model with random weights from a preset's config (nano presets get the character tokenizer)."""
+    spec = get_preset(preset)
+    if spec.hub_id is not None:
+        raise ValueError(f"preset {preset!r} is a pretrained checkpoint; load it with load_pretrained")
+    tokenizer = tokenizer if tokenizer is not None else char_tokenizer()
+    values = dict(spec.config)
+    values.setdefault("vocab_size", len(tokenizer))
+    values.update(pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
+    torch.manual_seed(seed)
+    if spec.moe:
+        return Qwen3MoeForCausalLM(Qwen3MoeConfig(**values)), tokenizer
+    return Qwen3ForCausalLM(Qwen3Config(**values)), tokenizer
+
+
+def load_pretrained(path_or_id: str, dtype: torch.dtype = torch.float32):
+    """Load a checkpoint (a local directory, or a hub id already in the local cache) with from_pretrained."""
+    local = Path(path_or_id).expanduser()
+    is_dir = local.is_dir()
+    if not is_dir and (local.is_absolute() or path_or_id.startswith(".") or local.exists()):
+        raise FileNotFoundError(f"checkpoint {path_or_id!r} not found: no directory at {local.resolve()}")
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path_or_id, local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(path_or_id, dtype=dtype, local_files_only=True)
+    except OSError as error:
+        cache = os.environ.get("HF_HUB_CACHE") or os.environ.get("HF_HOME") or "~/.cache/huggingface"
+        raise FileNotFoundError(
+            f"could not load {path_or_id!r} offline: looked for it as a local directory and in the Hugging Face "
+            f"cache ({cache}). Download it on a machine with internet (`huggingface-cli download {path_or_id}`) "
+            f"and copy the cache here, or pass --model-path to a directory saved with save_pretrained. ({error})"
+        ) from None
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return model, tokenizer
+
+
+def add_lora(model, rank: int = 16, alpha: float = 32.0, targets: tuple[str, ...] = LORA_TARGETS):
+    """Wrap a model with a LoRA adapter; only the adapter trains (dropout 0 so sampling and training agree)."""
+    if rank < 1:
+        raise ValueError(f"lora_rank={rank}: must be >= 1")
+    present = {name.rsplit(".", 1)[-1] for name, _ in model.named_modules()}
+    missing = [t for t in targets if t not in present]
+    if missing:
+        raise ValueError(f"LoRA targets {missing} are not modules of this model; it has {sorted(present)}")
+    config = LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=0.0, target_modules=list(targets), bias="none")
+    return get_peft_model(model, config)
+
+
+def count_parameters(model) -> tuple[int, int]:
+    """(trainable, total) parameter counts."""
+    params = list(model.parameters())
+    return sum(p.numel() for p in params if p.requires_grad), sum(p.numel() for p in params)

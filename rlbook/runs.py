@@ -1,0 +1,162 @@
+"""RunStore: every run lives in `runs/<experiment>/<name>-<config hash>/` and is never trained twice.
+
+A run directory holds `config.json`, `metrics.jsonl` (one row per model update), `meta.json` (git commit, device,
+library versions, wall time, complete or not) and `state.pt` (the latest resumable checkpoint). Every file is
+written atomically (temporary file + rename), metric rows are appended and fsynced, so a killed run never leaves a
+corrupt file: it is marked incomplete and `run_or_load` resumes it from its last checkpoint.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from .config import RunConfig
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def default_root() -> Path:
+    """$RLBOOK_RUNS, else `runs/` in the source checkout, else ~/.cache/rlbook/runs."""
+    if "RLBOOK_RUNS" in os.environ:
+        return Path(os.environ["RLBOOK_RUNS"])
+    if (REPO_ROOT / "pyproject.toml").exists():
+        return REPO_ROOT / "runs"
+    return Path.home() / ".cache" / "rlbook" / "runs"
+
+
+def reference_root() -> Path:
+    """Reference runs shipped with the book (same layout, recorded where they really ran)."""
+    return REPO_ROOT / "data" / "runs"
+
+
+def write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", delete=False) as tmp:
+        tmp.write(text)
+        tmp.flush()
+        os.fsync(tmp.fileno())
+    os.replace(tmp.name, path)
+
+
+def write_json(path: Path, value) -> None:
+    write_atomic(path, json.dumps(value, indent=1, sort_keys=True) + "\n")
+
+
+def read_rows(path: Path) -> list[dict]:
+    """Rows of a JSONL file; a torn last line (the process died mid-write) is ignored."""
+    if not path.exists():
+        return []
+    rows = []
+    for line in path.read_text().splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            break
+    return rows
+
+
+def git_commit() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True)
+        return out.stdout.strip() or "unknown"
+    except OSError:
+        return "unknown"
+
+
+def environment() -> dict:
+    """Where a run ran: device, machine and library versions."""
+    import torch
+    import transformers
+
+    device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"cpu ({platform.processor() or 'x86'})"
+    return {"device": device, "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+            "python": platform.python_version(), "torch": torch.__version__,
+            "transformers": transformers.__version__, "git_commit": git_commit(), "host": platform.node()}
+
+
+@dataclass
+class Run:
+    path: Path
+
+    @property
+    def config(self) -> RunConfig:
+        return RunConfig.from_dict(json.loads((self.path / "config.json").read_text()))
+
+    @property
+    def meta(self) -> dict:
+        meta = self.path / "meta.json"
+        return json.loads(meta.read_text()) if meta.exists() else {}
+
+    @property
+    def metrics(self) -> list[dict]:
+        return read_rows(self.path / "metrics.jsonl")
+
+    @property
+    def complete(self) -> bool:
+        return bool(self.meta.get("complete"))
+
+    def series(self, key: str) -> tuple[list[int], list[float]]:
+        """(updates, values) of one metric, skipping rows where it was not recorded."""
+        rows = [r for r in self.metrics if r.get(key) is not None]
+        return [r["update"] for r in rows], [r[key] for r in rows]
+
+    def append(self, row: dict) -> None:
+        with open(self.path / "metrics.jsonl", "a") as f:
+            f.write(json.dumps(row) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def truncate(self, last_update: int) -> None:
+        """Keep the rows up to a checkpoint (rows past it are re-made on resume)."""
+        rows = [r for r in self.metrics if r["update"] <= last_update]
+        write_atomic(self.path / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+
+    def update_meta(self, **values) -> None:
+        write_json(self.path / "meta.json", {**self.meta, **values})
+
+
+class RunStore:
+    def __init__(self, root: str | Path | None = None):
+        self.root = Path(root) if root is not None else default_root()
+
+    def find(self, config: RunConfig) -> Run | None:
+        """The stored run with this config's hash (under any display name), if there is one."""
+        matches = sorted((self.root / config.experiment).glob(f"*-{config.hash()}"))
+        return Run(matches[0]) if matches else None
+
+    def create(self, config: RunConfig) -> Run:
+        run = Run(self.root / config.experiment / f"{config.name}-{config.hash()}")
+        run.path.mkdir(parents=True, exist_ok=False)
+        write_json(run.path / "config.json", config.to_dict())
+        run.update_meta(complete=False, **environment())
+        return run
+
+    def runs(self, experiment: str | None = None) -> list[Run]:
+        pattern = f"{experiment}/*/config.json" if experiment else "*/*/config.json"
+        return [Run(p.parent) for p in sorted(self.root.glob(pattern))]
+
+
+def run_or_load(config: RunConfig, store: RunStore | None = None, progress: bool = True,
+                references: bool = True) -> Run:
+    """Replay a finished run at once, resume an interrupted one, or train a new one (with a progress bar).
+
+    With `references`, a finished reference run shipped in data/runs with the same config is replayed too.
+    """
+    from .trainer import train
+
+    store = store or RunStore()
+    run = store.find(config)
+    if run is None and references:
+        reference = RunStore(reference_root()).find(config)
+        if reference is not None and reference.complete:
+            return reference
+    if run is not None and run.complete:
+        return run
+    run = run or store.create(config)
+    train(config, run, progress=progress)
+    return run

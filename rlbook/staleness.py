@@ -1,0 +1,37 @@
+"""Stale rollouts exactly as M2PO defines staleness (arXiv 2510.01161, section 2 of PAPERS.md).
+
+Staleness s counts model updates between the policy that sampled a batch and the policy being updated. One
+training step samples one rollout batch and makes `updates_per_step` updates with it, so a FIFO of s / k batches
+delays every batch by s updates: the step starting at update u trains on the batch sampled by the policy of update
+u - s. Before any such batch exists (the first s updates) the queue holds batches of the base model.
+"""
+from __future__ import annotations
+
+from collections import deque
+
+
+def queue_depth(staleness: int, updates_per_step: int) -> int:
+    if staleness < 0:
+        raise ValueError(f"staleness={staleness}: must be >= 0 (model updates between sampling and training)")
+    if staleness % updates_per_step:
+        raise ValueError(f"staleness={staleness} must be a multiple of updates_per_step={updates_per_step}: "
+                         f"one rollout batch feeds {updates_per_step} updates, e.g. staleness in "
+                         f"{[updates_per_step * m for m in (0, 1, 4, 16)]}")
+    return staleness // updates_per_step
+
+
+class StaleQueue:
+    """FIFO of rollout batches; `exchange(new)` pushes the freshest batch and returns the one `depth` steps old."""
+
+    def __init__(self, depth: int, items=()):
+        self.depth = depth
+        self.items = deque(items)
+
+    def needs_prefill(self) -> bool:
+        return len(self.items) < self.depth
+
+    def push(self, batch) -> None:
+        self.items.append(batch)
+
+    def pop(self):
+        return self.items.popleft()

@@ -1,0 +1,211 @@
+"""The GRPO / M2PO trainer: rollouts -> group advantages -> stale FIFO -> objective -> AdamW, one metrics row per update.
+
+One training step samples `prompts_per_step x group_size` completions and makes `updates_per_step` model updates
+with them (mini-batches of whole groups, each sample used once per epoch). With staleness s the batch a step trains
+on was sampled s updates earlier (see staleness.py). Checkpoints are taken at step boundaries, so a resumed run
+continues exactly where the uninterrupted one would have been.
+"""
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from collections import deque
+
+import torch
+from tqdm.auto import tqdm
+
+from .advantages import group_advantages, zero_variance_fraction
+from .config import RunConfig
+from .evaluate import EVAL_SEED, accuracy, completion_budget, evaluation_problems
+from .models import add_lora, build_model, get_preset, load_pretrained
+from .objectives import advantage_reweight, lopti_stages, policy_loss
+from .ops import fused_policy_loss, reference_token_logprobs
+from .pretrain import WarmStartConfig, warm_start
+from .rollout import Rollout, positions, rollout
+from .runs import Run, RunStore
+from .staleness import queue_depth
+from .tasks import make_task
+from .token_stats import summarize
+
+PROXIMAL_OBJECTIVES = ("tis", "decoupled")  # they need the policy of the step's start (recomputed once per step)
+warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*")
+
+
+def init_policy(config: RunConfig, store: RunStore | None = None, progress: bool = True):
+    """The starting model: a warm-started nano model, random weights, a checkpoint path, or a real model."""
+    preset = get_preset(config.preset)
+    if config.init not in ("warm", "scratch"):
+        model, tokenizer = load_pretrained(config.init)
+    elif preset.hub_id is not None:
+        model, tokenizer = load_pretrained(preset.hub_id, dtype=torch.bfloat16)
+    elif config.init == "scratch" or config.preset == "qwen3-1.7b-random":
+        model, tokenizer = build_model(config.preset, seed=config.seed)
+    else:
+        start = WarmStartConfig(preset=config.preset, task=config.task, task_params=config.task_params,
+                                **config.warm_start)
+        model, tokenizer = load_pretrained(str(warm_start(start, store, progress)))
+    if config.finetune == "lora":
+        model = add_lora(model, config.lora_rank, config.lora_alpha)
+    return model.to("cuda" if torch.cuda.is_available() else "cpu"), tokenizer
+
+
+def use_fused(config: RunConfig, device: torch.device) -> bool:
+    return config.fused_ratio == "on" or (config.fused_ratio == "auto" and device.type == "cuda"
+                                          and config.objective != "gspo")
+
+
+def response_logits(model, batch: Rollout, temperature: float) -> torch.Tensor:
+    """Logits [B, C, V] that predicted each response token, at the sampling temperature."""
+    device = next(model.parameters()).device
+    ids = torch.cat([batch.prompt_ids, batch.response_ids], 1).to(device)
+    attention = torch.cat([batch.prompt_mask, batch.response_mask.long()], 1).to(device)
+    logits = model(input_ids=ids, attention_mask=attention, position_ids=positions(attention)).logits
+    prompt_len = batch.prompt_ids.shape[1]
+    return logits[:, prompt_len - 1:-1] / max(temperature, 1e-6)
+
+
+def token_logprobs(model, batch: Rollout, temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """(logp, entropy) [B, C] of the response tokens under the model (differentiable)."""
+    logits = response_logits(model, batch, temperature)
+    logp, entropy = reference_token_logprobs(logits.flatten(0, 1), batch.response_ids.flatten().to(logits.device))
+    return logp.view(logits.shape[:2]), entropy.view(logits.shape[:2])
+
+
+def loss_and_tokens(model, batch, advantages, prox_logp, config, fused: bool):
+    """Objective loss plus per-token (logp, entropy, flags), through the fused op or the reference path."""
+    device = next(model.parameters()).device
+    mask, blogp = batch.response_mask.to(device), batch.behavior_logp.to(device)
+    params = dict(config.objective_params)
+    if prox_logp is not None:
+        params["prox_logp"] = prox_logp.to(device)
+    if fused:
+        logits = response_logits(model, batch, config.temperature)
+        shape = logits.shape[:2]
+        params = {k: v.flatten() if torch.is_tensor(v) else v for k, v in params.items()}
+        loss, tokens = fused_policy_loss(logits.flatten(0, 1), batch.response_ids.flatten().to(device),
+                                         blogp.flatten(), advantages.flatten(), mask.flatten(), config.objective,
+                                         backend="triton", **params)
+        flags = {k: tokens[k].view(shape) for k in ("clipped_low", "clipped_high", "masked")}
+        return loss, tokens["logp"].view(shape), tokens["entropy"].view(shape), flags
+    logp, entropy = token_logprobs(model, batch, config.temperature)
+    loss, flags = policy_loss(config.objective, logp, blogp, advantages, mask, **params)
+    return loss, logp, entropy, flags
+
+
+def train_update(model, optimizer, batch: Rollout, sample_advantages, prox_logp, config: RunConfig, fused: bool,
+                 update: int) -> dict:
+    """One model update on a mini-batch (Lopti: two optimizer steps, low- then high-probability tokens)."""
+    device = next(model.parameters()).device
+    mask, blogp = batch.response_mask.to(device), batch.behavior_logp.to(device)
+    advantages = sample_advantages.to(device)[:, None] * mask
+    if config.ar_alpha:
+        advantages = advantage_reweight(advantages, blogp, config.ar_alpha)
+    stages = lopti_stages(blogp, config.lopti_eta, mask) if config.lopti_eta else [mask]
+    params = [p for p in model.parameters() if p.requires_grad]
+    union, grad_norm = None, 0.0
+    for stage in stages:
+        if not stage.any():  # an empty Lopti stage makes no step (AdamW would still move the weights)
+            continue
+        loss, logp, entropy, flags = loss_and_tokens(model, batch, advantages * stage, prox_logp, config, fused)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(params, config.max_grad_norm).item()
+        if not (math.isfinite(loss.item()) and math.isfinite(grad_norm)):
+            raise FloatingPointError(f"update {update}: loss {loss.item()} / gradient norm {grad_norm} is not "
+                                     f"finite; stats of this mini-batch: {summarize(logp.detach(), blogp, advantages, mask, entropy.detach(), flags)}")
+        optimizer.step()
+        union = flags if union is None else {k: union[k] | flags[k] for k in union}
+    row = summarize(logp.detach(), blogp, advantages, mask, entropy.detach(), union)
+    row.update(loss=loss.item(), grad_norm=grad_norm)
+    return row
+
+
+def batch_row(batch: Rollout, group_size: int) -> dict:
+    return {"reward": batch.rewards.mean().item(), "train_acc": batch.correct.float().mean().item(),
+            "zero_std_frac": zero_variance_fraction(batch.rewards, group_size),
+            "response_len": batch.response_mask.sum(1).mean().item()}
+
+
+def save_state(run: Run, model, optimizer, update: int, queue, generator) -> None:
+    trainable = {name: p.detach() for name, p in model.named_parameters() if p.requires_grad}
+    tmp = run.path / ".state.pt.tmp"
+    torch.save({"update": update, "model": trainable, "optimizer": optimizer.state_dict(), "queue": list(queue),
+                "generator": generator.get_state()}, tmp)
+    tmp.replace(run.path / "state.pt")
+
+
+def train(config: RunConfig, run: Run, progress: bool = True) -> None:
+    """Train (or resume) the run described by config, appending one metrics row per update to run."""
+    torch.manual_seed(config.seed)
+    model, tokenizer = init_policy(config, RunStore(run.path.parent.parent), progress)
+    device = next(model.parameters()).device
+    task = make_task(config.task, **config.task_params)
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=config.lr,
+                                  weight_decay=config.weight_decay)
+    generator = torch.Generator(device=device).manual_seed(config.seed)
+    per_batch = config.updates_per_step * config.epochs
+    depth, total_steps = queue_depth(config.staleness, per_batch), math.ceil(config.total_updates / per_batch)
+    max_new = config.max_new_tokens or completion_budget(task, tokenizer)
+    eval_set = evaluation_problems(config.task, config.task_params, config.eval_size)
+    fused = use_fused(config, device)
+    update, queue = 0, deque()
+    if (run.path / "state.pt").exists():
+        state = torch.load(run.path / "state.pt", weights_only=False)
+        model.load_state_dict(state["model"], strict=False)
+        optimizer.load_state_dict(state["optimizer"])
+        generator.set_state(state["generator"])
+        update, queue = state["update"], deque(state["queue"])
+        run.truncate(update)
+    run.update_meta(complete=False, resumed_at=update or None, fused_ratio=fused)
+
+    def sample_batch(step: int) -> Rollout:
+        problems = task.generate(config.prompts_per_step, seed=1_000_000 * (config.seed + 1) + step)
+        return rollout(model, tokenizer, task, problems, config.group_size, max_new, config.temperature, generator,
+                       policy_version=update)
+
+    while len(queue) < depth and update == 0:  # the first s updates train on rollouts of the base model
+        queue.append(sample_batch(-1 - len(queue)))
+    start_time = time.time() - run.meta.get("wall_time_s", 0.0)
+    bar = tqdm(total=config.total_updates, initial=update, desc=f"{config.name} ({config.objective}, s={config.staleness})",
+               disable=not progress)
+    for step in range(update // per_batch, total_steps):
+        if step + depth < total_steps:  # a batch that would only be trained after the run ends is never sampled
+            queue.append(sample_batch(step))
+        batch = queue.popleft()
+        advantages = group_advantages(batch.rewards, config.group_size, config.normalize_adv_std)
+        prox = token_logprobs_no_grad(model, batch, config) if config.objective in PROXIMAL_OBJECTIVES else None
+        groups = torch.arange(len(batch)).view(-1, config.group_size)
+        for epoch in range(config.epochs):
+            for rows in groups.chunk(config.updates_per_step):
+                if update == config.total_updates:
+                    break
+                tic = time.time()
+                rows = rows.flatten()
+                mini = batch.select(rows)
+                row = {"update": update + 1, "step": step + 1, "epoch": epoch, "policy_lag": update - batch.policy_version,
+                       "lr": optimizer.param_groups[0]["lr"], **batch_row(mini, config.group_size)}
+                row.update(train_update(model, optimizer, mini, advantages[rows], None if prox is None else prox[rows],
+                                        config, fused, update + 1))
+                update += 1
+                row["tokens_per_s"] = mini.response_mask.sum().item() / (time.time() - tic)
+                if update % config.eval_every == 0 or update == config.total_updates:
+                    row["eval_greedy_acc"] = accuracy(model, tokenizer, task, eval_set, max_new)
+                    row["eval_sampled_acc"] = accuracy(model, tokenizer, task, eval_set, max_new, config.temperature,
+                                                       seed=EVAL_SEED + update)
+                row["wall_time_s"] = time.time() - start_time
+                run.append(row)
+                bar.update(1)
+                bar.set_postfix(reward=f"{row['reward']:.2f}", acc=f"{row.get('eval_greedy_acc', float('nan')):.2f}")
+        if (update // config.checkpoint_every) > ((update - per_batch) // config.checkpoint_every):
+            save_state(run, model, optimizer, update, queue, generator)
+            run.update_meta(updates=update, wall_time_s=round(time.time() - start_time, 1))
+    bar.close()
+    save_state(run, model, optimizer, update, queue, generator)
+    run.update_meta(complete=True, updates=update, wall_time_s=round(time.time() - start_time, 1))
+
+
+@torch.no_grad()
+def token_logprobs_no_grad(model, batch: Rollout, config: RunConfig) -> torch.Tensor:
+    """Proximal log-probs: the policy at the start of the step (decoupled PPO / TIS)."""
+    return token_logprobs(model, batch, config.temperature)[0]
