@@ -7,8 +7,6 @@ u - s. Before any such batch exists (the first s updates) the queue holds batche
 """
 from __future__ import annotations
 
-from collections import deque
-
 
 def queue_depth(staleness: int, updates_per_step: int) -> int:
     if staleness < 0:
@@ -19,19 +17,3 @@ def queue_depth(staleness: int, updates_per_step: int) -> int:
                          f"{[updates_per_step * m for m in (0, 1, 4, 16)]}")
     return staleness // updates_per_step
 
-
-class StaleQueue:
-    """FIFO of rollout batches; `exchange(new)` pushes the freshest batch and returns the one `depth` steps old."""
-
-    def __init__(self, depth: int, items=()):
-        self.depth = depth
-        self.items = deque(items)
-
-    def needs_prefill(self) -> bool:
-        return len(self.items) < self.depth
-
-    def push(self, batch) -> None:
-        self.items.append(batch)
-
-    def pop(self):
-        return self.items.popleft()
