@@ -85,9 +85,9 @@ class RunConfig:
         if not -1 < self.lopti_eta < 1:
             raise ValueError(f"lopti_eta={self.lopti_eta}: Lopti needs eta in (-1, 1) (0 = off)")
         from .staleness import queue_depth
-        queue_depth(self.staleness, self.updates_per_step)
-        if self.init not in INIT and not self.init:
-            raise ValueError(f"init={self.init!r}: one of {INIT} or a checkpoint directory")
+        queue_depth(self.staleness, self.updates_per_step * self.epochs)
+        if not self.init:
+            raise ValueError(f"init is empty: one of {INIT} or a checkpoint directory")
 
     @classmethod
     def from_dict(cls, values: dict) -> "RunConfig":
