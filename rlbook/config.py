@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 
 FINETUNE = ("lora", "full")
 FUSED_RATIO = ("auto", "on", "off")
@@ -50,23 +50,26 @@ class RunConfig:
 
     def __post_init__(self):
         from .models import PRESETS
-        from .objectives import OBJECTIVES, objective_defaults
+        from .objectives import OBJECTIVES, check_objective_params
+        from .staleness import queue_depth
         from .tasks import TASKS, make_task
 
         def choose(name, value, valid):
             if value not in valid:
                 raise ValueError(f"{name}={value!r} is not valid; choose one of: {', '.join(map(str, valid))}")
 
+        for f in fields(self):  # types first, so later checks compare numbers with numbers
+            value, default = getattr(self, f.name), f.default if f.default is not MISSING else f.default_factory()
+            expected = (int, float) if type(default) is float else type(default)
+            if not isinstance(value, expected) or (isinstance(value, bool) and type(default) is not bool):
+                raise ValueError(f"{f.name}={value!r} has type {type(value).__name__}; expected {type(default).__name__}")
         choose("preset", self.preset, list(PRESETS))
         choose("task", self.task, list(TASKS))
         choose("objective", self.objective, list(OBJECTIVES))
         choose("finetune", self.finetune, FINETUNE)
         choose("fused_ratio", self.fused_ratio, FUSED_RATIO)
         make_task(self.task, **self.task_params)  # raises on bad task parameters
-        unknown = set(self.objective_params) - set(objective_defaults(self.objective))
-        if unknown:
-            raise ValueError(f"objective_params {sorted(unknown)} do not apply to {self.objective!r}; "
-                             f"its parameters: {sorted(objective_defaults(self.objective))}")
+        check_objective_params(self.objective, self.objective_params)
         positive = ("prompts_per_step", "total_updates", "updates_per_step", "epochs", "lr", "eval_every",
                     "eval_size", "checkpoint_every", "lora_rank")
         for name in positive:
@@ -84,8 +87,11 @@ class RunConfig:
             raise ValueError(f"ar_alpha={self.ar_alpha}: Advantage Reweighting needs alpha in [0, 1]")
         if not -1 < self.lopti_eta < 1:
             raise ValueError(f"lopti_eta={self.lopti_eta}: Lopti needs eta in (-1, 1) (0 = off)")
-        from .staleness import queue_depth
-        queue_depth(self.staleness, self.updates_per_step * self.epochs)
+        per_batch = self.updates_per_step * self.epochs
+        if self.staleness % per_batch:
+            raise ValueError(f"staleness={self.staleness} must be a multiple of the updates each rollout batch feeds, "
+                             f"updates_per_step={self.updates_per_step} x epochs={self.epochs} = {per_batch}")
+        queue_depth(self.staleness, per_batch)
         if not self.init:
             raise ValueError(f"init is empty: one of {INIT} or a checkpoint directory")
 

@@ -17,6 +17,8 @@ from transformers import (AutoModelForCausalLM, AutoTokenizer, Qwen3Config, Qwen
 
 from .tokenizer import char_tokenizer
 
+CHECKPOINT_FILES = {"config": ["config.json"], "weights": ["*.safetensors", "pytorch_model*.bin"],
+                    "tokenizer": ["tokenizer.json", "tokenizer_config.json"]}
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
@@ -78,18 +80,24 @@ def build_model(preset: str, tokenizer=None, seed: int = 0) -> tuple[torch.nn.Mo
 def load_pretrained(path_or_id: str, dtype: torch.dtype = torch.float32):
     """Load a checkpoint (a local directory, or a hub id already in the local cache) with from_pretrained."""
     local = Path(path_or_id).expanduser()
-    is_dir = local.is_dir()
-    if not is_dir and (local.is_absolute() or path_or_id.startswith(".") or local.exists()):
+    if local.is_dir():
+        missing = [what for what, patterns in CHECKPOINT_FILES.items()
+                   if not any(next(local.glob(p), None) for p in patterns)]
+        if missing:
+            raise FileNotFoundError(f"checkpoint directory {local.resolve()} is incomplete: no {', '.join(missing)} "
+                                    f"(expected files like {[CHECKPOINT_FILES[m][0] for m in missing]})")
+    elif local.is_absolute() or path_or_id.startswith(".") or local.exists() or path_or_id.count("/") != 1:
         raise FileNotFoundError(f"checkpoint {path_or_id!r} not found: no directory at {local.resolve()}")
     try:
         tokenizer = AutoTokenizer.from_pretrained(path_or_id, local_files_only=True)
         model = AutoModelForCausalLM.from_pretrained(path_or_id, dtype=dtype, local_files_only=True)
-    except OSError as error:
-        cache = os.environ.get("HF_HUB_CACHE") or os.environ.get("HF_HOME") or "~/.cache/huggingface"
+    except (OSError, ValueError) as error:
+        from huggingface_hub.constants import HF_HUB_CACHE
+
         raise FileNotFoundError(
-            f"could not load {path_or_id!r} offline: looked for it as a local directory and in the Hugging Face "
-            f"cache ({cache}). Download it on a machine with internet (`huggingface-cli download {path_or_id}`) "
-            f"and copy the cache here, or pass --model-path to a directory saved with save_pretrained. ({error})"
+            f"could not load {path_or_id!r} offline: it is not a local directory and not in the Hugging Face cache "
+            f"({HF_HUB_CACHE}). Download it on a machine with internet (`hf download {path_or_id}`) and copy the "
+            f"cache here, or pass --init <directory saved with save_pretrained>. ({error})"
         ) from None
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:

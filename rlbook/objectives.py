@@ -218,6 +218,13 @@ def _keyword_params(objective):
     return [p for p in inspect.signature(objective).parameters.values() if p.kind is p.KEYWORD_ONLY]
 
 
+def check_objective_params(name, params):
+    """Validate an objective's name and hyper-parameters (not the per-token tensors such as prox_logp)."""
+    objective = _lookup(name)
+    tensors = {p.name for p in _keyword_params(objective) if p.default is inspect.Parameter.empty}
+    _check_params(name, objective, {**{k: None for k in tensors}, **params})
+
+
 def _check_params(name, objective, params):
     accepted = {p.name: p for p in _keyword_params(objective)}
     for key, value in params.items():

@@ -1,6 +1,6 @@
 """Arithmetic: a op b = ? for numbers of a chosen number of digits, with an optional short scratchpad.
 
-Prompt `"47+385="`, completion `"432"` (or with the scratchpad `"7+385=392;40+392=432;432"`: one line per
+Prompt `"47+385="`, completion `"432"` (or with the scratchpad `"385+7=392;392+40=432;432"`: one line per
 digit of the first operand, then the answer after the last `;`). Reward as in M2PO's setup (PAPERS.md s.2):
 1.0 correct, 0.1 when an answer can be extracted but is wrong, 0.0 otherwise.
 """
