@@ -1,0 +1,26 @@
+# The two commands: `make book` executes and renders the book, `make test` runs the tests.
+# Both create .venv on a fresh machine (torch pinned to the CPU build 2.13.0) and install the package.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.rlbook-installed
+PROFILE ?= auto
+
+.PHONY: book test setup clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -e ".[dev,notebooks]"
+	@touch $(STAMP)
+
+book: $(STAMP)
+	$(PY) -m rlbook.book --profile $(PROFILE)
+
+test: $(STAMP)
+	TRITON_INTERPRET=1 $(PY) -m pytest
+
+clean:
+	rm -rf build
