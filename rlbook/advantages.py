@@ -9,7 +9,9 @@ def group_advantages(rewards: torch.Tensor, group_size: int, normalize_std: bool
     if rewards.numel() % group_size:
         raise ValueError(f"{rewards.numel()} rewards do not split into groups of {group_size}")
     groups = rewards.view(-1, group_size)
-    centred = groups - groups.mean(-1, keepdim=True)
+    # identical rewards give exactly 0: float rounding in the mean (1e-8) over std + 1e-6 would otherwise be -0.01
+    tied = groups.max(-1, keepdim=True).values == groups.min(-1, keepdim=True).values
+    centred = torch.where(tied, 0.0, groups - groups.mean(-1, keepdim=True))
     if normalize_std:  # the "no-std" variant (Dr. GRPO) keeps only the centring
         centred = centred / (groups.std(-1, keepdim=True) + 1e-6)
     return centred.reshape(-1)
