@@ -70,6 +70,9 @@ class RunConfig:
         choose("fused_ratio", self.fused_ratio, FUSED_RATIO)
         make_task(self.task, **self.task_params)  # raises on bad task parameters
         check_objective_params(self.objective, self.objective_params)
+        if self.fused_ratio == "on" and self.objective == "gspo":
+            raise ValueError("fused_ratio='on' cannot run objective 'gspo' (sequence-level, reference path only); "
+                             "use fused_ratio='auto' or 'off'")
         positive = ("prompts_per_step", "total_updates", "updates_per_step", "epochs", "lr", "eval_every",
                     "eval_size", "checkpoint_every", "lora_rank")
         for name in positive:

@@ -117,6 +117,13 @@ def add_lora(model, rank: int = 16, alpha: float = 32.0, targets: tuple[str, ...
     return get_peft_model(model, config)
 
 
+def set_cpu_threads() -> None:
+    """On CPU, use $RLBOOK_THREADS threads (default 1): nano models are so small that thread synchronisation costs
+    more than it saves (measured: 20 ms vs 470 ms per warm-start step of nano-tiny with the cores shared)."""
+    if not torch.cuda.is_available():
+        torch.set_num_threads(int(os.environ.get("RLBOOK_THREADS", "1")))
+
+
 def count_parameters(model) -> tuple[int, int]:
     """(trainable, total) parameter counts."""
     params = list(model.parameters())

@@ -20,7 +20,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .evaluate import accuracy, completion_budget, evaluation_problems
-from .models import build_model
+from .models import build_model, set_cpu_threads
 from .runs import RunStore, environment, write_json
 from .tasks import make_task
 
@@ -102,6 +102,7 @@ def warm_start(config: WarmStartConfig, store: RunStore | None = None, progress:
 
 
 def _train(config: WarmStartConfig, path: Path, progress: bool) -> None:
+    set_cpu_threads()
     task = make_task(config.task, **config.task_params)
     model, tokenizer = build_model(config.preset, seed=config.seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=0.0)

@@ -37,10 +37,18 @@ def reference_root() -> Path:
 def write_atomic(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", delete=False) as tmp:
-        tmp.write(text)
-        tmp.flush()
-        os.fsync(tmp.fileno())
-    os.replace(tmp.name, path)
+        try:
+            tmp.write(text)
+            tmp.flush()
+            os.fsync(tmp.fileno())
+        except BaseException:
+            os.unlink(tmp.name)
+            raise
+    try:
+        os.replace(tmp.name, path)
+    except BaseException:
+        os.unlink(tmp.name)
+        raise
 
 
 def write_json(path: Path, value) -> None:
@@ -133,7 +141,6 @@ class RunStore:
         run = Run(self.root / config.experiment / f"{config.name}-{config.hash()}")
         run.path.mkdir(parents=True, exist_ok=False)
         write_json(run.path / "config.json", config.to_dict())
-        run.update_meta(complete=False, **environment())
         return run
 
     def runs(self, experiment: str | None = None) -> list[Run]:

@@ -18,12 +18,12 @@ from tqdm.auto import tqdm
 from .advantages import group_advantages, zero_variance_fraction
 from .config import RunConfig
 from .evaluate import EVAL_SEED, accuracy, completion_budget, evaluation_problems
-from .models import add_lora, build_model, get_preset, load_pretrained
+from .models import add_lora, build_model, get_preset, load_pretrained, set_cpu_threads
 from .objectives import advantage_reweight, lopti_stages, policy_loss
 from .ops import fused_policy_loss, reference_token_logprobs
 from .pretrain import WarmStartConfig, warm_start
 from .rollout import Rollout, positions, rollout
-from .runs import Run, RunStore
+from .runs import Run, RunStore, environment
 from .staleness import queue_depth
 from .tasks import make_task
 from .token_stats import summarize
@@ -137,6 +137,7 @@ def save_state(run: Run, model, optimizer, update: int, queue, generator) -> Non
 
 def train(config: RunConfig, run: Run, progress: bool = True) -> None:
     """Train (or resume) the run described by config, appending one metrics row per update to run."""
+    set_cpu_threads()
     torch.manual_seed(config.seed)
     model, tokenizer = init_policy(config, RunStore(run.path.parent.parent), progress)
     device = next(model.parameters()).device
@@ -156,8 +157,8 @@ def train(config: RunConfig, run: Run, progress: bool = True) -> None:
         optimizer.load_state_dict(state["optimizer"])
         generator.set_state(state["generator"])
         update, queue = state["update"], deque(state["queue"])
-        run.truncate(update)
-    run.update_meta(complete=False, resumed_at=update or None, fused_ratio=fused)
+    run.truncate(update if update else -1)  # rows past the checkpoint (or of a run killed before one) are re-made
+    run.update_meta(complete=False, resumed_at=update or None, fused_ratio=fused, **environment())
 
     def sample_batch(step: int) -> Rollout:
         problems = task.generate(config.prompts_per_step, seed=1_000_000 * (config.seed + 1) + step)
@@ -167,6 +168,9 @@ def train(config: RunConfig, run: Run, progress: bool = True) -> None:
     while len(queue) < depth and update == 0:  # the first s updates train on rollouts of the base model
         queue.append(sample_batch(-1 - len(queue)))
     start_time = time.time() - run.meta.get("wall_time_s", 0.0)
+    if update == 0:  # the base model's accuracy, as row 0
+        run.append({"update": 0, "eval_greedy_acc": accuracy(model, tokenizer, task, eval_set, max_new),
+                    "eval_sampled_acc": accuracy(model, tokenizer, task, eval_set, max_new, config.temperature)})
     bar = tqdm(total=config.total_updates, initial=update, desc=f"{config.name} ({config.objective}, s={config.staleness})",
                disable=not progress)
     for step in range(update // per_batch, total_steps):
