@@ -23,3 +23,12 @@ def grpo_from_scratch(profile: str = "auto", seed: int = 0, **changes) -> RunCon
     profile = resolve_profile(profile)
     values = {**BASE[profile], "experiment": "01_grpo", "name": f"grpo-{profile}-seed{seed}", "seed": seed}
     return RunConfig.from_dict({**values, **changes})
+
+
+def stale_run(profile: str = "auto", objective: str = "grpo", staleness: int = 0, seed: int = 0,
+              **changes) -> RunConfig:
+    """Chapter 2 / 3: one run of an objective at a staleness (4 updates per rollout batch, as in M2PO)."""
+    profile = resolve_profile(profile)
+    values = {**BASE[profile], "experiment": "02_staleness", "updates_per_step": 4, "objective": objective,
+              "staleness": staleness, "seed": seed, "name": f"{objective}-s{staleness}-{profile}-seed{seed}"}
+    return RunConfig.from_dict({**values, **changes})

@@ -68,8 +68,6 @@ def test_write_atomic_failure_keeps_the_old_file(tmp_path, monkeypatch, failing)
     assert path.read_text() == '{"complete": true}\n'
 
 
-@pytest.mark.xfail(strict=True, reason="BUG runs.write_atomic: when the write, fsync or os.replace fails, the "
-                   "NamedTemporaryFile(delete=False) '.<name>.*' is never removed")
 def test_write_atomic_failure_removes_its_temp_file(tmp_path, monkeypatch):
     path = tmp_path / "meta.json"
     write_atomic(path, "old\n")
@@ -126,7 +124,8 @@ def test_find_by_config_hash_regardless_of_name(tmp_path):
     assert run.config == config
     with pytest.raises(FileExistsError):
         store.create(config)
-    assert run.meta["complete"] is False and not run.complete
+    # create writes only the config: train() writes meta.json (environment, complete) when it starts
+    assert os.listdir(run.path) == ["config.json"] and run.meta == {} and not run.complete
 
 
 def test_runs_lists_every_run(tmp_path):
@@ -148,7 +147,9 @@ def test_default_root_from_environment(tmp_path, monkeypatch):
 
 def test_update_meta_merges(tmp_path):
     run = RunStore(tmp_path).create(tiny())
+    run.update_meta(complete=False, device="cpu")
     before = run.meta
+    assert before == {"complete": False, "device": "cpu"}
     run.update_meta(updates=3, wall_time_s=1.5)
     assert run.meta == {**before, "updates": 3, "wall_time_s": 1.5}
     assert Run(tmp_path / "missing").meta == {} and not Run(tmp_path / "missing").complete
@@ -189,7 +190,7 @@ def test_failed_run_leaves_other_runs_untouched(tmp_path, monkeypatch):
     assert {path: after[path] for path in before} == before
     assert new and all(path.startswith(f"t/run-{failing.hash()}/") for path in new)
     failed = store.find(failing)
-    assert not failed.complete and failed.metrics == []
+    assert not failed.complete and [r["update"] for r in failed.metrics] == [0]  # only the base model's row
     assert store.find(tiny()).path == done.path and done.complete
 
 
@@ -227,18 +228,29 @@ def test_local_finished_run_takes_precedence_over_reference(tmp_path, monkeypatc
     assert run_or_load(config, RunStore(tmp_path / "local"), progress=False).path == local.path
 
 
-@pytest.mark.xfail(strict=True, reason="BUG runs.RunStore.create: not atomic; interrupted after config.json and before "
-                   "meta.json, the directory is found and trained later, but its meta never gets device / git_commit / "
-                   "torch (only train's complete / updates / wall_time_s)")
-def test_run_interrupted_during_create_still_records_its_environment(tmp_path, monkeypatch):
+@pytest.mark.parametrize("where", ["after-create", "environment"])
+def test_run_interrupted_during_create_still_records_its_environment(tmp_path, monkeypatch, where):
+    """Interrupted after the run directory exists but before its meta.json: the resumed run records its environment."""
     config = tiny(total_updates=2)
     with monkeypatch.context() as m:
         def interrupted():
             raise KeyboardInterrupt
 
-        m.setattr(rlbook.runs, "environment", interrupted)
+        if where == "environment":  # train() looks the environment up to write it into meta.json
+            m.setattr(rlbook.trainer, "environment", interrupted)
+        else:
+            create = RunStore.create
+
+            def create_then_interrupt(self, config):
+                create(self, config)
+                raise KeyboardInterrupt
+
+            m.setattr(RunStore, "create", create_then_interrupt)
         with pytest.raises(KeyboardInterrupt):
             run_or_load(config, RunStore(tmp_path), progress=False, references=False)
+    found = RunStore(tmp_path).find(config)
+    assert found is not None and "device" not in found.meta and not found.complete
     run = run_or_load(config, RunStore(tmp_path), progress=False, references=False)
-    assert run.complete and len(run.metrics) == 2
+    assert run.path == found.path
+    assert run.complete and [r["update"] for r in run.metrics] == [0, 1, 2]
     assert {"device", "git_commit", "torch"} <= run.meta.keys()

@@ -34,6 +34,11 @@ def untimed(rows):
     return [{k: v for k, v in row.items() if k not in TIMING} for row in rows]
 
 
+def per_update(rows):
+    """The rows of model updates, without row 0 (the base model's evaluation, written before any update)."""
+    return [row for row in rows if row["update"] > 0]
+
+
 @pytest.fixture(autouse=True, scope="module")
 def one_thread():
     """The test machine is shared: two intra-op threads fighting other jobs make a 0.5 s run take 30 s."""
@@ -66,7 +71,9 @@ def shaped(monkeypatch):
 
 
 def interrupt_on_append(monkeypatch, call: int):
-    """Run.append raises KeyboardInterrupt (as Ctrl-C would) on its `call`-th call, before writing."""
+    """Run.append raises KeyboardInterrupt (as Ctrl-C would) on its `call`-th call, before writing.
+
+    A fresh run's first call writes row 0, so the row of update u is the (u + 1)-th call."""
     original, calls = Run.append, [0]
 
     def append(self, row):
@@ -89,14 +96,14 @@ def test_same_seed_same_metrics(tmp_path, request, changes):
     first, second = train(config, tmp_path / "a"), train(config, tmp_path / "b")
     assert first.path != second.path
     rows = untimed(first.metrics)
-    assert len(rows) == config.total_updates
+    assert rows[0]["update"] == 0 and len(per_update(rows)) == config.total_updates == len(rows) - 1
     assert rows == untimed(second.metrics)
-    assert all(key in row for row in first.metrics for key in TIMING)
+    assert all(key in row for row in per_update(first.metrics) for key in TIMING)
 
 
 def test_different_seed_different_metrics(tmp_path, shaped):
-    a = untimed(train(tiny(), tmp_path).metrics)
-    b = untimed(train(tiny(seed=1), tmp_path).metrics)
+    a = untimed(per_update(train(tiny(), tmp_path).metrics))
+    b = untimed(per_update(train(tiny(seed=1), tmp_path).metrics))
     assert len(a) == len(b) == 4
     assert [r["entropy"] for r in a] != [r["entropy"] for r in b]
     assert [r["loss"] for r in a] != [r["loss"] for r in b]
@@ -104,7 +111,8 @@ def test_different_seed_different_metrics(tmp_path, shaped):
 
 def test_shaped_reward_gives_a_learning_signal(tmp_path, shaped):
     """Guard for the other tests: the shaped reward makes non-zero advantages and losses."""
-    rows = train(tiny(), tmp_path).metrics
+    rows = per_update(train(tiny(), tmp_path).metrics)
+    assert len(rows) == 4
     assert any(abs(r["loss"]) > 1e-3 for r in rows)
     assert all(0 < r["reward"] < 1 for r in rows)
 
@@ -156,7 +164,9 @@ def test_policy_lag(tmp_path, monkeypatch, updates_per_step, epochs, staleness, 
     monkeypatch.setattr(rlbook.trainer, "train_update", train_update)
     config = tiny(updates_per_step=updates_per_step, epochs=epochs, staleness=staleness, total_updates=total,
                   eval_every=100, max_new_tokens=3)
-    rows = train(config, tmp_path).metrics
+    metrics = train(config, tmp_path).metrics
+    assert [r["update"] for r in metrics] == list(range(total + 1))
+    rows = per_update(metrics)
     per_step = updates_per_step * epochs
     assert [r["policy_lag"] for r in rows] == lags == expected_lags(total, per_step, staleness)
     assert lags == [u - v for u, v in enumerate(trained_versions)]
@@ -173,15 +183,16 @@ def test_policy_lag(tmp_path, monkeypatch, updates_per_step, epochs, staleness, 
 def test_resume_matches_uninterrupted(tmp_path, monkeypatch, shaped, changes, interrupt_at):
     config = tiny(total_updates=6, updates_per_step=1, checkpoint_every=2, **changes)
     reference = untimed(train(config, tmp_path / "ref").metrics)
-    assert len(reference) == 6
+    assert len(per_update(reference)) == 6 and len(reference) == 7
 
     with monkeypatch.context() as m:
-        interrupt_on_append(m, interrupt_at)
+        interrupt_on_append(m, interrupt_at + 1)  # interrupted while writing update interrupt_at's row
         with pytest.raises(KeyboardInterrupt):
             train(config, tmp_path / "store")
     run = RunStore(tmp_path / "store").find(config)
     assert run is not None and not run.complete and run.meta["complete"] is False
-    assert len(run.metrics) == interrupt_at - 1 and len(run.metrics) <= 5
+    assert [r["update"] for r in run.metrics] == list(range(interrupt_at))
+    assert len(per_update(run.metrics)) == interrupt_at - 1 <= 5
     assert torch.load(run.path / "state.pt", weights_only=False)["update"] == 4
 
     resumed = train(config, tmp_path / "store")
@@ -195,27 +206,25 @@ def test_resume_after_torn_metrics_line(tmp_path, monkeypatch, shaped):
     config = tiny(total_updates=6, updates_per_step=1, checkpoint_every=2)
     reference = untimed(train(config, tmp_path / "ref").metrics)
     with monkeypatch.context() as m:
-        interrupt_on_append(m, 6)
+        interrupt_on_append(m, 7)  # row 0 and updates 1-5 are written
         with pytest.raises(KeyboardInterrupt):
             train(config, tmp_path / "store")
     run = RunStore(tmp_path / "store").find(config)
     with open(run.path / "metrics.jsonl", "a") as f:
         f.write('{"update": 6, "rew')
-    assert len(run.metrics) == 5
+    assert [r["update"] for r in run.metrics] == [0, 1, 2, 3, 4, 5]
     assert untimed(train(config, tmp_path / "store").metrics) == reference
 
 
-@pytest.mark.xfail(strict=True, reason="BUG trainer.train: without state.pt (interrupted before the first checkpoint) "
-                   "the old metrics rows are not truncated, so the restarted run appends a second row 1, 2, ...")
 def test_resume_before_first_checkpoint(tmp_path, monkeypatch, shaped):
     config = tiny(total_updates=6, updates_per_step=1, checkpoint_every=4)
     reference = untimed(train(config, tmp_path / "ref").metrics)
     with monkeypatch.context() as m:
-        interrupt_on_append(m, 3)
+        interrupt_on_append(m, 4)  # row 0 and updates 1-2 are written
         with pytest.raises(KeyboardInterrupt):
             train(config, tmp_path / "store")
     run = RunStore(tmp_path / "store").find(config)
-    assert not (run.path / "state.pt").exists() and len(run.metrics) == 2
+    assert not (run.path / "state.pt").exists() and [r["update"] for r in run.metrics] == [0, 1, 2]
     assert untimed(train(config, tmp_path / "store").metrics) == reference
 
 
@@ -250,7 +259,7 @@ def test_non_finite_loss_stops_with_the_update(tmp_path, monkeypatch, shaped):
     with pytest.raises(FloatingPointError, match=r"^update 3\b"):
         train(config, tmp_path)
     run = RunStore(tmp_path).find(config)
-    assert [r["update"] for r in run.metrics] == [1, 2]
+    assert [r["update"] for r in run.metrics] == [0, 1, 2]
     assert run.meta["complete"] is False and not run.complete
 
 
@@ -259,7 +268,7 @@ def test_non_finite_loss_stops_with_the_update(tmp_path, monkeypatch, shaped):
 @pytest.mark.parametrize("objective", sorted(OBJECTIVES))
 def test_every_objective_trains(tmp_path, shaped, objective):
     config = tiny(objective=objective, total_updates=2, updates_per_step=2, lr=0.05, eval_every=100)
-    rows = train(config, tmp_path).metrics
+    rows = per_update(train(config, tmp_path).metrics)
     assert [r["update"] for r in rows] == [1, 2]
     for row in rows:
         assert math.isfinite(row["loss"]) and math.isfinite(row["grad_norm"]) and row["grad_norm"] > 0
@@ -292,8 +301,8 @@ def test_advantage_reweighting_scales_advantages(tmp_path, monkeypatch, shaped):
         return original(model, batch, advantages, prox_logp, config, fused)
 
     monkeypatch.setattr(rlbook.trainer, "loss_and_tokens", loss_and_tokens)
-    rows = train(tiny(ar_alpha=0.3, total_updates=2, eval_every=100), tmp_path).metrics
-    assert all(math.isfinite(r["loss"]) for r in rows)
+    rows = per_update(train(tiny(ar_alpha=0.3, total_updates=2, eval_every=100), tmp_path).metrics)
+    assert len(rows) == 2 and all(math.isfinite(r["loss"]) for r in rows)
     advantages, blogp, mask = seen[0]
     plain = advantages / (0.3 * blogp.exp() + 0.7)
     # the un-reweighted advantage is one value per sample, broadcast over its response tokens
@@ -314,7 +323,7 @@ def test_lopti_two_stages(tmp_path, monkeypatch, shaped, eta):
     monkeypatch.setattr(rlbook.trainer, "loss_and_tokens", loss_and_tokens)
     # temperature 0.1 makes the random model's sampled tokens a mix of p < 0.5 and p >= 0.5
     config = tiny(lopti_eta=eta, temperature=0.1, total_updates=2, eval_every=100)
-    rows = train(config, tmp_path).metrics
+    rows = per_update(train(config, tmp_path).metrics)
     assert len(rows) == 2 and all(math.isfinite(r["loss"]) for r in rows)
     assert len(seen) == 4  # two stages per update
     for first, second in (seen[0:2], seen[2:4]):
@@ -341,8 +350,10 @@ def test_fused_run_equals_reference(tmp_path, shaped, objective):
     plain = train(config.replace(fused_ratio="off"), tmp_path)
     assert fused.meta["fused_ratio"] is True and plain.meta["fused_ratio"] is False
     flag = "clip_frac" if objective == "grpo" else "mask_frac"
-    assert plain.metrics[1][flag] > 0  # the comparison covers clipped / masked tokens
-    assert "eval_greedy_acc" in plain.metrics[1]
+    second = per_update(plain.metrics)[1]
+    assert second["update"] == 2 and second[flag] > 0  # the comparison covers clipped / masked tokens
+    assert "eval_greedy_acc" in second
+    assert [r["update"] for r in fused.metrics] == [r["update"] for r in plain.metrics] == [0, 1, 2]
     for a, b in zip(fused.metrics, plain.metrics, strict=True):
         for key in FUSED_KEYS:
             if b.get(key) is None:
@@ -437,11 +448,46 @@ def test_lora_keeps_base_weights(tmp_path, monkeypatch, shaped):
 def test_eval_rows(tmp_path, shaped):
     config = tiny(total_updates=5, eval_every=2)
     rows = train(config, tmp_path).metrics
-    assert [r["update"] for r in rows] == [1, 2, 3, 4, 5]
+    assert [r["update"] for r in rows] == [0, 1, 2, 3, 4, 5]
     for row in rows:
-        evaluated = row["update"] in (2, 4, 5)
+        evaluated = row["update"] in (0, 2, 4, 5)  # row 0: the base model
         for key in ("eval_greedy_acc", "eval_sampled_acc"):
             assert (key in row) == evaluated, (row["update"], key)
             if evaluated:
                 value = row[key]
                 assert 0 <= value <= 1 and (value * config.eval_size).is_integer()
+
+
+def test_fresh_run_starts_with_the_base_model_row(tmp_path, shaped):
+    """Row 0 is the base model's evaluation (greedy and sampled), before any update, with no training metrics."""
+    config = tiny(total_updates=2, eval_every=100)
+    rows = train(config, tmp_path).metrics
+    assert [r["update"] for r in rows] == [0, 1, 2]
+    first = rows[0]
+    assert set(first) == {"update", "eval_greedy_acc", "eval_sampled_acc"} and "loss" not in first
+    for key in ("eval_greedy_acc", "eval_sampled_acc"):
+        assert 0 <= first[key] <= 1 and (first[key] * config.eval_size).is_integer(), key
+    # it is the accuracy of the model the run starts from
+    torch.manual_seed(config.seed)  # as train() does before building the model
+    base, tokenizer = rlbook.trainer.init_policy(config, progress=False)
+    task = ShapedTask(make_task(config.task, **config.task_params))
+    problems = rlbook.trainer.evaluation_problems(config.task, config.task_params, config.eval_size)
+    greedy = rlbook.trainer.accuracy(base, tokenizer, task, problems, config.max_new_tokens)
+    sampled = rlbook.trainer.accuracy(base, tokenizer, task, problems, config.max_new_tokens, config.temperature)
+    assert first["eval_greedy_acc"] == greedy and first["eval_sampled_acc"] == sampled
+
+
+@pytest.mark.parametrize("checkpoint_every, interrupted_update", [(2, 5), (4, 3)], ids=["after-checkpoint", "before"])
+def test_resumed_run_has_one_base_model_row(tmp_path, monkeypatch, shaped, checkpoint_every, interrupted_update):
+    """Row 0 is kept on resume (and re-made with the rest when no checkpoint was taken), never duplicated."""
+    config = tiny(total_updates=6, updates_per_step=1, checkpoint_every=checkpoint_every, eval_every=100)
+    with monkeypatch.context() as m:
+        interrupt_on_append(m, interrupted_update + 1)
+        with pytest.raises(KeyboardInterrupt):
+            train(config, tmp_path)
+    run = RunStore(tmp_path).find(config)
+    assert [r["update"] for r in run.metrics] == list(range(interrupted_update))
+    resumed = train(config, tmp_path)
+    assert resumed.path == run.path and resumed.complete
+    updates = [r["update"] for r in resumed.metrics]
+    assert updates.count(0) == 1 and updates == list(range(config.total_updates + 1))
