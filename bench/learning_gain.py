@@ -54,7 +54,8 @@ def main() -> int:
         gains = [r["gain_greedy"] for r in rows if r["profile"] == p]
         print(f"{p}: mean greedy gain {statistics.mean(gains):+.3f} over {len(gains)} seeds (min {min(gains):+.3f})")
     env = environment()
-    out = Path(__file__).parent / "results" / f"learning_gain-{env['device'].split()[0]}-{env['git_commit']}.json"
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    out = Path(__file__).parent / "results" / f"learning_gain-{env['device'].split()[0]}-{env['git_commit']}-{stamp}.json"
     write_json(out, {"command": " ".join(sys.argv), "overrides": changes, "environment": env, "rows": rows})
     print(f"wrote {out}")
     return 0
