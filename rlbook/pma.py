@@ -1,24 +1,24 @@
 """Checkpoint merging along a pre-training trajectory (PMA, arXiv 2505.12082), at nano scale on CPU.
 
 A warmup-stable-decay (WSD) SFT run keeps a checkpoint every V tokens; we merge the last N stable-phase checkpoints
-(`merging.merge_state_dicts`: SMA, EMA, WMA) and compare the merge with its last checkpoint and with the annealed
-(decayed) model, draw the loss surface around them, continue training from a merge (PMA-init), and recover from a
-loss spike by merging the checkpoints before it. Every result is cached as JSON under `<runs>/pma/<trajectory>/`,
-keyed by its settings, so a rerun or a widget replays it without recomputing.
+(`merging.merge_state_dicts`: SMA, EMA, WMA) and compare the merge with its last checkpoint and with annealed models,
+draw the loss surface around them, continue training from a merge (PMA-init), and recover from a loss spike by
+merging the checkpoints before it. Every result is cached as JSON under `<runs>/pma/<trajectory>/`, keyed by its
+settings, so a rerun or a widget replays it without recomputing.
 """
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 import torch
 from tqdm.auto import tqdm
 
 from .evaluate import accuracy, completion_budget, evaluation_problems
-from .merging import load_checkpoint, merge_state_dicts
-from .models import load_pretrained
+from .merging import METHODS, load_checkpoint, merge_state_dicts, merge_weights
+from .models import load_pretrained, set_cpu_threads
 from .pretrain import WarmStartConfig, save, sft_loss, trace_batch, warm_start
 from .profiles import resolve_profile
 from .runs import RunStore, environment, read_rows, write_json
@@ -36,23 +36,32 @@ class PMAConfig:
     batch_size: int = 64
     max_steps: int = 600
     warmup_steps: int = 20
-    decay_steps: int = 120  # the annealed model: the last decay_steps decay the LR linearly to 0
+    decay_steps: int = 60  # the annealed model: the last decay_steps decay the LR linearly to 0
     checkpoint_every: int = 20
     eval_size: int = 200  # greedy accuracy on the first eval_size problems of the fixed set
     heldout_size: int = 256  # held-out loss on this many fresh traces
     ns: tuple = (3, 6, 10)  # PMA: N in {3, 6, 10, 15}, 10 by default
     methods: tuple = ("sma", "ema", "wma")
     alpha: float = 0.2  # EMA alpha, PMA uses 0.1 or 0.2
-    curve_n: int = 6  # N of the merge-vs-checkpoint curve along the stable phase
+    focus_n: int = 6  # N of the merge curve along the stable phase, the loss surface and PMA-init
     grid: int = 9  # loss-surface grid: grid x grid points
+    repeats: int = 3  # PMA-init and spike recovery run on this many data streams
     continue_steps: int = 60  # PMA-init: SFT steps from the merge and from the last checkpoint
     continue_lr: float = 3e-3
-    spike_lr: float = 5e-2  # a learning rate the model cannot take: it diverges
+    continue_warmup: int = 10  # fresh AdamW: warm up the LR, then constant
+    spike_lr: float = 1e-1  # the LR ramps up to this (exponentially) until the loss spikes
     spike_steps: int = 60
     spike_checkpoint_every: int = 5
     resume_steps: int = 60  # after the spike, resume at `lr` from the merge and from the last pre-spike checkpoint
     spike_n: int = 3
-    task_params: dict = field(default_factory=dict)
+    task_params: dict = field(default_factory=lambda: {"digits": [1, 2]})  # 1-2 digit addition: learnt in minutes
+
+    def __post_init__(self):
+        if not set(self.methods) <= set(METHODS):
+            raise ValueError(f"methods={self.methods!r}; choose from: {', '.join(METHODS)}")
+        if self.checkpoint_every <= 0 or self.max_steps - self.decay_steps < max(self.ns) * self.checkpoint_every:
+            raise ValueError(f"checkpoint_every={self.checkpoint_every}: the stable phase needs at least "
+                             f"max(ns)={max(self.ns)} checkpoints")
 
     def warm_start_config(self) -> WarmStartConfig:
         return WarmStartConfig(preset=self.preset, task_params=self.task_params, seed=self.seed,
@@ -63,19 +72,20 @@ class PMAConfig:
 
 
 PROFILE_SIZES = {
-    "smoke": dict(preset="nano-tiny", max_steps=600, decay_steps=120, checkpoint_every=20, ns=(3, 6, 10)),
-    "standard": dict(preset="nano-small", max_steps=1500, decay_steps=300, checkpoint_every=25, ns=(3, 6, 10, 15),
-                     lr=2e-3, continue_lr=2e-3, curve_n=10, grid=13, continue_steps=150, spike_steps=100,
-                     resume_steps=150, eval_size=500, heldout_size=512),
+    "smoke": dict(preset="nano-tiny"),
+    "standard": dict(preset="nano-small", max_steps=1500, decay_steps=150, checkpoint_every=25, ns=(3, 6, 10, 15),
+                     focus_n=10, grid=13, continue_steps=100, resume_steps=100, eval_size=500, heldout_size=512),
 }
 
 
 def chapter_config(profile: str = "auto", **overrides) -> PMAConfig:
     """The chapter's settings for a profile (smoke: nano-tiny, standard: nano-small), with overrides."""
     profile = resolve_profile(profile)
-    if profile == "paper":
-        raise ValueError("chapter 5 trains its own pre-training trajectory; a 1.7B one is out of reach: "
-                         "use profile smoke or standard")
+    if profile not in PROFILE_SIZES:
+        raise ValueError(f"profile {profile!r}: chapter 5 trains its own trajectory; use smoke or standard")
+    unknown = set(overrides) - {f.name for f in fields(PMAConfig)}
+    if unknown:
+        raise ValueError(f"unknown setting(s) {sorted(unknown)}; valid: {', '.join(f.name for f in fields(PMAConfig))}")
     return PMAConfig(**{**PROFILE_SIZES[profile], **overrides})
 
 
@@ -84,19 +94,21 @@ def _key(values: dict) -> str:
 
 
 class Trajectory:
-    """A cached WSD run: stable-phase checkpoints every `checkpoint_every` steps, and the annealed final model."""
+    """A cached WSD run: stable-phase checkpoints every `checkpoint_every` steps and the annealed final model, plus
+    a twin run annealed at the last stable checkpoint (same data and steps until its decay: equal tokens)."""
 
     def __init__(self, config: PMAConfig, store: RunStore | None = None, progress: bool = True):
         self.config, self.store = config, store or RunStore()
         ws = config.warm_start_config()
-        self.final = warm_start(ws, self.store, progress=progress)  # the annealed model
-        self.path = self.final.parent
-        self.rows = read_rows(self.path / "metrics.jsonl")
+        self.final = warm_start(ws, self.store, progress=progress)  # annealed after all max_steps
         stable_end = config.max_steps - config.decay_steps
-        dirs = sorted((self.path / "checkpoints").glob("step-*"))
-        self.checkpoints = {int(d.name[5:]): d for d in dirs}
+        self.annealed_equal = warm_start(replace(ws, max_steps=stable_end, checkpoint_every=0, eval_every=stable_end),
+                                         self.store, progress=progress)
+        set_cpu_threads()
+        self.rows = read_rows(self.final.parent / "metrics.jsonl")
+        self.checkpoints = {int(d.name[5:]): d for d in sorted((self.final.parent / "checkpoints").glob("step-*"))}
         self.stable = [s for s in self.checkpoints if s <= stable_end]  # PMA merges in the constant-LR phase
-        self.results = self.store.root / "pma" / ws.key()
+        self.results = self.store.root / "pma" / f"{ws.key()}-heldout{config.heldout_size}"
         self.task = make_task(ws.task, **ws.task_params)
         self.model, self.tokenizer = load_pretrained(str(self.final))
         self.eval_set = evaluation_problems(ws.task, ws.task_params, config.eval_size)
@@ -107,33 +119,30 @@ class Trajectory:
     def tokens_per_checkpoint(self) -> float:
         """V: tokens between two checkpoints, from the metrics' running token count."""
         tokens = {r["step"]: r["tokens"] for r in self.rows}
-        steps = self.stable
-        return (tokens[steps[-1]] - tokens[steps[0]]) / max(len(steps) - 1, 1)
+        return (tokens[self.stable[-1]] - tokens[self.stable[0]]) / max(len(self.stable) - 1, 1)
 
     def set_weights(self, state_dict) -> torch.nn.Module:
-        """Load weights into the shared model (tied lm_head follows the embedding)."""
+        """Load weights into the shared model (the tied lm_head follows the embedding)."""
         missing, unexpected = self.model.load_state_dict(state_dict, strict=False)
         if unexpected or set(missing) - {"lm_head.weight"}:
             raise ValueError(f"checkpoint does not fit the model: missing {missing}, unexpected {unexpected}")
         return self.model
 
     @torch.no_grad()
-    def heldout_loss(self, model) -> float:
-        model.eval()
-        return sft_loss(model, *self.heldout).item()
+    def heldout_loss(self, state_dict) -> float:
+        return sft_loss(self.set_weights(state_dict).eval(), *self.heldout).item()
 
     def evaluate(self, state_dict) -> dict:
         """Held-out loss and greedy accuracy of a set of weights."""
-        model = self.set_weights(state_dict)
-        return {"loss": self.heldout_loss(model),
-                "acc": accuracy(model, self.tokenizer, self.task, self.eval_set, self.budget)}
+        loss = self.heldout_loss(state_dict)
+        return {"loss": loss, "acc": accuracy(self.model, self.tokenizer, self.task, self.eval_set, self.budget)}
 
-    def merged(self, method: str, n: int, end: int) -> dict:
+    def merged(self, method: str, n: int, end: int, alpha: float | None = None) -> dict:
         """PMA: merge the last n stable checkpoints ending at step `end`, oldest first."""
         steps = [s for s in self.stable if s <= end][-n:]
         if len(steps) < n or steps[-1] != end:
             raise ValueError(f"need {n} stable checkpoints ending at step {end}; have {self.stable}")
-        return merge_state_dicts([self.checkpoints[s] for s in steps], method, self.config.alpha)
+        return merge_state_dicts([self.checkpoints[s] for s in steps], method, alpha or self.config.alpha)
 
 
 def _cached(path: Path, keys: dict, compute, progress: bool = True, desc: str = "") -> dict:
@@ -148,9 +157,9 @@ def _cached(path: Path, keys: dict, compute, progress: bool = True, desc: str = 
 
 
 def evaluate_checkpoints(traj: Trajectory, progress: bool = True) -> dict:
-    """{step: {loss, acc}} of every checkpoint, and 'annealed' for the decayed final model."""
+    """{step: {loss, acc}} of every checkpoint, 'annealed' (the final model), 'annealed_equal' (the twin run)."""
     keys = {str(s): {"path": str(p)} for s, p in traj.checkpoints.items()}
-    keys["annealed"] = {"path": str(traj.final)}
+    keys.update(annealed={"path": str(traj.final)}, annealed_equal={"path": str(traj.annealed_equal)})
     return _cached(traj.results / "checkpoints.json", keys, lambda path: traj.evaluate(load_checkpoint(path)),
                    progress, "evaluate checkpoints")
 
@@ -159,27 +168,24 @@ def merge_name(method: str, n: int, end: int, alpha: float) -> str:
     return f"{method}-N{n}-end{end}" + (f"-a{alpha}" if method == "ema" else "")
 
 
-def run_merges(traj: Trajectory, specs, progress: bool = True) -> dict:
-    """{name: {loss, acc, method, n, end}} for (method, n, end) specs; cached in merges.json."""
-    keys = {merge_name(m, n, e, traj.config.alpha): dict(method=m, n=n, end=e) for m, n, e in specs}
-    return _cached(traj.results / "merges.json", keys,
-                   lambda method, n, end: {**traj.evaluate(traj.merged(method, n, end)), "method": method, "n": n,
-                                           "end": end}, progress, "merge")
+def run_merges(traj: Trajectory, specs, alpha: float | None = None, progress: bool = True) -> dict:
+    """{name: {loss, acc, method, n, end, alpha}} for (method, n, end) specs; cached in merges.json."""
+    alpha = alpha or traj.config.alpha
+    keys = {merge_name(m, n, e, alpha): dict(method=m, n=n, end=e, alpha=alpha) for m, n, e in specs}
+    return _cached(traj.results / "merges.json", keys, lambda **s: {**traj.evaluate(traj.merged(**s)), **s},
+                   progress, "merge")
 
 
-def merge_grid(traj: Trajectory, end: int | None = None, progress: bool = True) -> dict:
-    """Every method x N (that fits) merged at `end` (default: the last stable checkpoint)."""
-    end = end or traj.stable[-1]
-    available = sum(s <= end for s in traj.stable)
-    specs = [(m, n, end) for m in traj.config.methods for n in traj.config.ns if n <= available]
-    return run_merges(traj, specs, progress)
+def merge_grid(traj: Trajectory, progress: bool = True) -> dict:
+    """Every method x N merged at the last stable checkpoint."""
+    specs = [(m, n, traj.stable[-1]) for m in traj.config.methods for n in traj.config.ns]
+    return run_merges(traj, specs, progress=progress)
 
 
-def merge_curve(traj: Trajectory, methods=("sma", "wma"), n: int | None = None, progress: bool = True) -> dict:
-    """Merges of the last n checkpoints ending at every stable checkpoint with n predecessors."""
-    n = n or traj.config.curve_n
-    specs = [(m, n, end) for m in methods for end in traj.stable[n - 1:]]
-    return run_merges(traj, specs, progress)
+def merge_curve(traj: Trajectory, methods=("sma", "wma"), progress: bool = True) -> dict:
+    """Merges of the last focus_n checkpoints ending at every stable checkpoint with enough predecessors."""
+    n = traj.config.focus_n
+    return run_merges(traj, [(m, n, end) for m in methods for end in traj.stable[n - 1:]], progress=progress)
 
 
 def _flat(state_dict) -> torch.Tensor:
@@ -187,18 +193,14 @@ def _flat(state_dict) -> torch.Tensor:
 
 
 def _unflat(vector: torch.Tensor, like) -> dict:
-    out, i = {}, 0
-    for k, v in sorted(like.items()):
-        out[k] = vector[i:i + v.numel()].reshape(v.shape).to(v.dtype)
-        i += v.numel()
-    return out
+    sizes = [v.numel() for _, v in sorted(like.items())]
+    return {k: part.reshape(v.shape) for (k, v), part in zip(sorted(like.items()), vector.split(sizes))}
 
 
-def loss_surface(traj: Trajectory, n: int | None = None, span: float = 1.4, progress: bool = True) -> dict:
-    """Held-out loss on the PCA plane of the last n stable checkpoints (centred on their mean, the SMA merge),
-    with the checkpoints, the merge and the annealed model projected onto it."""
-    n = n or max(traj.config.ns)
-    settings = dict(n=n, span=span, grid=traj.config.grid, end=traj.stable[-1])
+def loss_surface(traj: Trajectory, span: float = 1.4, progress: bool = True) -> dict:
+    """Held-out loss on the PCA plane of the last focus_n stable checkpoints, centred on their mean (the SMA merge),
+    with the checkpoints and the annealed models projected onto it."""
+    settings = dict(n=traj.config.focus_n, span=span, grid=traj.config.grid, end=traj.stable[-1])
     return _cached(traj.results / "surface.json", {_key(settings): settings},
                    lambda **s: _surface(traj, progress=progress, **s), False)[_key(settings)]
 
@@ -208,35 +210,41 @@ def _surface(traj: Trajectory, n: int, span: float, grid: int, end: int, progres
     like = load_checkpoint(traj.checkpoints[steps[0]])
     points = torch.stack([_flat(load_checkpoint(traj.checkpoints[s])) for s in steps])
     center = points.mean(0)  # = the SMA merge of these checkpoints
-    _, _, vt = torch.linalg.svd(points - center, full_matrices=False)
-    basis = vt[:2]  # the two principal directions of the checkpoints' spread
-    project = lambda v: ((v - center) @ basis.T).tolist()
-    coords = points.sub(center) @ basis.T
-    radius = span * coords.abs().max().item()
-    axis = torch.linspace(-radius, radius, grid)
-    losses = [[traj.heldout_loss(traj.set_weights(_unflat(center + a * basis[0] + b * basis[1], like)))
-               for a in axis] for b in tqdm(axis, desc="loss surface", disable=not progress)]
-    annealed = _flat(load_checkpoint(traj.final))
+    basis = torch.linalg.svd(points - center, full_matrices=False)[2][:2]  # the two principal directions
+    coords = (points - center) @ basis.T
+    axis = torch.linspace(-1, 1, grid) * span * coords.abs().max().item()
+    losses = [[traj.heldout_loss(_unflat(center + a * basis[0] + b * basis[1], like)) for a in axis]
+              for b in tqdm(axis, desc="loss surface", disable=not progress)]
+    others = {k: _flat(load_checkpoint(p)) - center for k, p in (("annealed", traj.final),
+                                                                 ("annealed_equal", traj.annealed_equal))}
     return {"axis": axis.tolist(), "loss": losses, "steps": steps, "checkpoints": coords.tolist(),
-            "merge": [0.0, 0.0], "annealed": project(annealed),
-            "annealed_off_plane": (annealed - center - (annealed - center) @ basis.T @ basis).norm().item(),
-            "checkpoint_loss": [traj.heldout_loss(traj.set_weights(load_checkpoint(traj.checkpoints[s])))
-                                for s in steps],
-            "explained": ((points - center) @ basis.T).pow(2).sum().item() / (points - center).pow(2).sum().item()}
+            "checkpoint_loss": [traj.heldout_loss(load_checkpoint(traj.checkpoints[s])) for s in steps],
+            "explained": coords.pow(2).sum().item() / (points - center).pow(2).sum().item(),
+            **{k: (v @ basis.T).tolist() for k, v in others.items()},
+            **{f"{k}_off_plane": (v - v @ basis.T @ basis).norm().item() for k, v in others.items()}}
 
 
-def continue_training(traj: Trajectory, state_dict, steps: int, lr, seed: int = 0, checkpoint_dir: Path | None = None,
+def schedule(step: int, steps: int, lr: float, warmup: int = 0, ramp_to: float | None = None) -> float:
+    """Linear warmup to lr over `warmup` steps, then constant, or with `ramp_to` an exponential rise to it."""
+    value = lr * min(1.0, (step + 1) / warmup) if warmup else lr
+    if ramp_to is not None and step >= warmup:
+        value *= (ramp_to / lr) ** ((step - warmup) / max(steps - 1 - warmup, 1))
+    return value
+
+
+def continue_training(traj: Trajectory, state_dict, steps: int, lr: float, warmup: int = 0,
+                      ramp_to: float | None = None, stream: int = 0, checkpoint_dir: Path | None = None,
                       checkpoint_every: int = 0, progress: bool = True, desc: str = "continue") -> list[dict]:
-    """SFT from `state_dict` with a fresh AdamW and lr(step) (a float: constant); one row per step with the loss
-    and the gradient norm before clipping, plus the held-out loss at the end. Same pieces as `pretrain`."""
-    model = traj.set_weights(state_dict)
-    model.train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1.0, weight_decay=0.0)
+    """SFT from `state_dict` with a fresh AdamW (the loss, clipping and batches of `pretrain`, on the problems of
+    data stream `stream`); a row per step with the loss and the gradient norm before clipping; the last row adds
+    the held-out loss and accuracy."""
+    model = traj.set_weights(state_dict).train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     rows = []
     for step in tqdm(range(steps), desc=desc, disable=not progress):
         for group in optimizer.param_groups:
-            group["lr"] = lr(step) if callable(lr) else lr
-        problems = traj.task.generate(traj.config.batch_size, seed=CONTINUE_SEED + 10**6 * seed + step)
+            group["lr"] = schedule(step, steps, lr, warmup, ramp_to)
+        problems = traj.task.generate(traj.config.batch_size, seed=CONTINUE_SEED + 10**6 * stream + step)
         loss = sft_loss(model, *trace_batch(traj.tokenizer, traj.task, problems))
         optimizer.zero_grad()
         loss.backward()
@@ -246,56 +254,146 @@ def continue_training(traj: Trajectory, state_dict, steps: int, lr, seed: int = 
                      "lr": optimizer.param_groups[0]["lr"]})
         if checkpoint_every and (step + 1) % checkpoint_every == 0:
             save(model, traj.tokenizer, checkpoint_dir / f"step-{step + 1:06d}")
-    rows[-1]["heldout_loss"] = traj.heldout_loss(model)
+    rows[-1].update({f"heldout_{k}": v for k, v in traj.evaluate(model.state_dict()).items()})
     return rows
 
 
-def pma_init(traj: Trajectory, method: str = "sma", n: int | None = None, progress: bool = True) -> dict:
-    """PMA-init: continue SFT at a constant LR from the merge of the last n stable checkpoints and from the last
-    checkpoint itself (the paper reports a smoother GradNorm from the merge)."""
+def _stream(traj: Trajectory, repeat: int, use: int) -> int:
+    return 1000 * traj.config.seed + 10 * repeat + use  # use: 0 PMA-init, 1 LR ramp, 2 resume
+
+
+def pma_init(traj: Trajectory, repeat: int = 0, method: str = "sma", progress: bool = True) -> dict:
+    """PMA-init: continue SFT (warmup, then a constant LR) from the merge of the last focus_n stable checkpoints
+    and from the last checkpoint itself; PMA reports a smoother GradNorm from the merge. {"merged"|"last": rows}"""
     c = traj.config
-    settings = dict(method=method, n=n or max(c.ns), steps=c.continue_steps, lr=c.continue_lr, seed=c.seed,
-                    end=traj.stable[-1])
-    def compute(method, n, steps, lr, seed, end):
+    settings = dict(method=method, n=c.focus_n, steps=c.continue_steps, lr=c.continue_lr, warmup=c.continue_warmup,
+                    stream=_stream(traj, repeat, 0), end=traj.stable[-1])
+
+    def compute(method, n, steps, lr, warmup, stream, end):
         starts = {"merged": traj.merged(method, n, end), "last": load_checkpoint(traj.checkpoints[end])}
-        return {k: continue_training(traj, sd, steps, lr, seed, progress=progress, desc=f"continue from {k}")
+        return {k: continue_training(traj, sd, steps, lr, warmup, stream=stream, progress=progress, desc=f"from {k}")
                 for k, sd in starts.items()}
     return _cached(traj.results / "pma_init.json", {_key(settings): settings}, compute, False)[_key(settings)]
 
 
+def spike_indices(losses, window: int = 10, factor: float = 1.5) -> list[int]:
+    """Indices of the losses (or NaNs) above `factor` times the lowest of the up to `window` losses before them."""
+    return [i for i in range(1, len(losses))
+            if not losses[i] == losses[i] or losses[i] > factor * min(losses[max(0, i - window):i])]
+
+
 def detect_spike(losses, window: int = 10, factor: float = 1.5) -> int | None:
-    """Index of the first loss above `factor` times the lowest of the `window` losses before it, else None."""
-    for i in range(window, len(losses)):
-        if not losses[i] == losses[i] or losses[i] > factor * min(losses[i - window:i]):  # NaN counts as a spike
-            return i
-    return None
+    """Index of the first loss spike (see `spike_indices`), None for a calm series."""
+    found = spike_indices(losses, window, factor)
+    return found[0] if found else None
 
 
-def spike_recovery(traj: Trajectory, progress: bool = True) -> dict:
-    """From the middle of the stable phase, train at `spike_lr` until the loss spikes (checkpoints every few steps);
-    then resume at the trajectory's LR from the merge of the last `spike_n` checkpoints before the spike, and from
-    the last of them alone (PMA: merging pre-spike checkpoints returns training to its trajectory)."""
+def spike_recovery(traj: Trajectory, repeat: int = 0, progress: bool = True) -> dict:
+    """From the middle of the stable phase, ramp the LR up to `spike_lr` until the loss spikes (checkpoints every
+    few steps); then resume at the trajectory's LR from the SMA merge of the last `spike_n` checkpoints before the
+    spike, and from the last of them alone (PMA: merging pre-spike checkpoints returns training to its path)."""
     c = traj.config
-    start = traj.stable[len(traj.stable) // 2]
-    settings = dict(start=start, spike_lr=c.spike_lr, spike_steps=c.spike_steps, every=c.spike_checkpoint_every,
-                    resume_steps=c.resume_steps, lr=c.lr, n=c.spike_n, seed=c.seed)
+    settings = dict(start=traj.stable[len(traj.stable) // 2], spike_lr=c.spike_lr, spike_steps=c.spike_steps,
+                    every=c.spike_checkpoint_every, resume_steps=c.resume_steps, lr=c.lr, warmup=c.continue_warmup,
+                    n=c.spike_n, stream=_stream(traj, repeat, 1))
     return _cached(traj.results / "spike.json", {_key(settings): settings},
                    lambda **s: _spike(traj, progress=progress, **s), False)[_key(settings)]
 
 
-def _spike(traj: Trajectory, start, spike_lr, spike_steps, every, resume_steps, lr, n, seed, progress) -> dict:
-    folder = traj.results / f"spike-{start}-{spike_lr}-{seed}"
-    rows = continue_training(traj, load_checkpoint(traj.checkpoints[start]), spike_steps, spike_lr, seed + 1,
-                             folder, every, progress, "high LR")
+def _spike(traj: Trajectory, start, spike_lr, spike_steps, every, resume_steps, lr, warmup, n, stream, progress):
+    folder = traj.results / f"spike-{_key(dict(start=start, lr=spike_lr, steps=spike_steps, stream=stream))}"
+    rows = continue_training(traj, load_checkpoint(traj.checkpoints[start]), spike_steps, lr, warmup, spike_lr,
+                             stream, folder, every, progress, "LR ramp")
     spike = detect_spike([r["loss"] for r in rows])
-    if spike is None:
-        return {"spike_rows": rows, "spike_step": None}
-    before = list(range(every, spike, every))[-n:]  # weights after step s give the loss at index s: s < spike
-    if not before:
-        return {"spike_rows": rows, "spike_step": spike + 1, "pre_spike_steps": []}
-    paths = [folder / f"step-{s:06d}" for s in before]
-    starts = {"merged": merge_state_dicts(paths, "sma"), "last": load_checkpoint(paths[-1])}
-    resumed = {k: continue_training(traj, sd, resume_steps, lr, seed + 2, progress=progress, desc=f"resume from {k}")
-               for k, sd in starts.items()}
-    return {"spike_rows": rows, "spike_step": spike + 1, "pre_spike_steps": before, **resumed,
-            "start_loss": {k: traj.heldout_loss(traj.set_weights(sd)) for k, sd in starts.items()}}
+    # the weights saved after step s give the loss at index s, so the checkpoints before the spike have s < spike
+    before = list(range(every, spike, every))[-n:] if spike is not None else []
+    result = {"start": start, "spike_rows": rows, "spike_step": None if spike is None else spike + 1,
+              "pre_spike_steps": before}
+    if before:
+        paths = [folder / f"step-{s:06d}" for s in before]
+        starts = {"merged": merge_state_dicts(paths, "sma"), "last": load_checkpoint(paths[-1])}
+        result["start_loss"] = {k: traj.heldout_loss(sd) for k, sd in starts.items()}
+        for k, sd in starts.items():
+            result[k] = continue_training(traj, sd, resume_steps, lr, warmup, stream=stream + 1, progress=progress,
+                                          desc=f"resume from {k}")
+    return result
+
+
+def _run_stats(rows: list[dict]) -> dict:
+    norms = torch.tensor([r["grad_norm"] for r in rows])
+    return {"grad_norm_max": norms.max().item(), "grad_norm_std": norms.std().item(),
+            "spikes": len(spike_indices([r["loss"] for r in rows])), "heldout_loss": rows[-1]["heldout_loss"]}
+
+
+def _mean(dicts: list[dict]) -> dict:
+    return {k: sum(d[k] for d in dicts) / len(dicts) for k in dicts[0]}
+
+
+def summarize(traj: Trajectory, checkpoints: dict, grid: dict, curve: dict, inits: list, spikes: list) -> dict:
+    """The chapter's observations from the stored results (the notebook's closing table); PMA-init and spike
+    statistics are means over the repeats, with how many repeats the merge wins."""
+    c, end = traj.config, traj.stable[-1]
+    sma, wma = ({e: curve[merge_name(m, c.focus_n, e, c.alpha)]["loss"] for e in traj.stable[c.focus_n - 1:]}
+                for m in ("sma", "wma"))
+    ends = sorted(sma)
+    halves = ends[:len(ends) // 2], ends[len(ends) // 2:]
+    recovered = [s for s in spikes if "merged" in s]
+    return {"end": end, "last": checkpoints[str(end)], "annealed": checkpoints["annealed"],
+            "annealed_equal": checkpoints["annealed_equal"], "merges": len(grid),
+            "best_merge": min(grid.items(), key=lambda kv: kv[1]["loss"]),
+            "merges_beating_last": sum(r["loss"] < checkpoints[str(end)]["loss"] for r in grid.values()),
+            "sma_beats_checkpoint": sum(sma[e] < checkpoints[str(e)]["loss"] for e in ends), "curve_points": len(ends),
+            "wma_minus_sma": [sum(wma[e] - sma[e] for e in half) / len(half) for half in halves],
+            "init": {k: _mean([_run_stats(i[k]) for i in inits]) for k in ("merged", "last")},
+            "init_merge_wins": sum(i["merged"][-1]["heldout_loss"] < i["last"][-1]["heldout_loss"] for i in inits),
+            "repeats": len(inits), "spike_steps": [s["spike_step"] for s in spikes], "recovered": len(recovered),
+            "resume": {k: _mean([{"start_loss": s["start_loss"][k], **_run_stats(s[k])} for s in recovered])
+                       for k in ("merged", "last")} if recovered else None,
+            "resume_merge_wins": sum(s["merged"][-1]["heldout_loss"] < s["last"][-1]["heldout_loss"]
+                                     for s in recovered)}
+
+
+def plot_merge(traj: Trajectory, checkpoints: dict, method: str = "sma", n: int | None = None,
+               alpha: float | None = None, end: int | None = None):
+    """The merge explorer's figure: the weights w_i of a merge, and its held-out loss against the trajectory's
+    (a stored merge replays at once; a new one is merged, evaluated and stored)."""
+    import matplotlib.pyplot as plt
+
+    n, alpha, end = n or traj.config.focus_n, alpha or traj.config.alpha, end or traj.stable[-1]
+    merge = next(iter(run_merges(traj, [(method, n, end)], alpha, progress=False).values()))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 3.3), gridspec_kw={"width_ratios": [1, 2]})
+    left.bar([str(s) for s in traj.stable if s <= end][-n:], merge_weights(method, n, alpha), color="C2")
+    left.set(title=f"{method.upper()} weights $w_i$" + (f" (α={alpha})" if method == "ema" else ""),
+             xlabel="checkpoint step")
+    left.tick_params(axis="x", labelrotation=90)
+    right.plot(traj.stable, [checkpoints[str(s)]["loss"] for s in traj.stable], "o-", ms=3, color="grey")
+    points = [(end, merge, "D", "C2", "merge"), (end, checkpoints[str(end)], "s", "k", f"step {end}"),
+              (traj.stable[-1], checkpoints["annealed_equal"], "P", "C4", "annealed, equal tokens"),
+              (traj.config.max_steps, checkpoints["annealed"], "*", "C3", "annealed, final")]
+    for x, r, marker, color, label in points:
+        right.plot([x], [r["loss"]], marker, ms=9, color=color,
+                   label=f"{label}: loss {r['loss']:.3f}, acc {r['acc']:.2f}")
+    right.set(title="held-out loss", xlabel="step")
+    right.legend(fontsize=8)
+    right.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def merge_widget(traj: Trajectory, checkpoints: dict):
+    """ipywidgets controls (method, N, EMA alpha, last merged step) over `plot_merge`."""
+    import ipywidgets as widgets
+    import matplotlib.pyplot as plt
+
+    def view(method, n, alpha, end):
+        if sum(s <= end for s in traj.stable) < n:
+            return print(f"fewer than {n} stable checkpoints end at step {end}: pick a smaller N or a later step")
+        plot_merge(traj, checkpoints, method, n, alpha, end)
+        plt.show()
+    c = traj.config
+    return widgets.interactive(
+        view, method=widgets.Dropdown(options=list(c.methods), value="sma", description="method"),
+        n=widgets.SelectionSlider(options=sorted({*c.ns, c.focus_n}), value=c.focus_n, description="N"),
+        alpha=widgets.SelectionSlider(options=sorted({0.1, 0.2, 0.3, 0.5, c.alpha}), value=c.alpha,
+                                      description="EMA α"),
+        end=widgets.SelectionSlider(options=traj.stable, value=traj.stable[-1], description="end step"))

@@ -8,6 +8,7 @@ result is cached in the RunStore under `warmstart/`, saved with `save_pretrained
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import math
@@ -90,14 +91,17 @@ def sft_loss(model, ids, attention, loss_mask) -> torch.Tensor:
 def warm_start(config: WarmStartConfig, store: RunStore | None = None, progress: bool = True) -> Path:
     """Path of the warm-started checkpoint for this config, training it once if it is not cached."""
     path = (store or RunStore()).root / "warmstart" / config.key()
-    meta = path / "meta.json"
-    if meta.exists() and json.loads(meta.read_text()).get("complete"):
-        return path / "final"
-    shutil.rmtree(path, ignore_errors=True)  # an interrupted warm start is short: it restarts from scratch
-    path.mkdir(parents=True)
-    write_json(path / "config.json", asdict(config))
-    write_json(meta, {"complete": False, **environment()})
-    _train(config, path, progress)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.parent / f".{config.key()}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # a second process waits for the first instead of training it twice
+        meta = path / "meta.json"
+        if meta.exists() and json.loads(meta.read_text()).get("complete"):
+            return path / "final"
+        shutil.rmtree(path, ignore_errors=True)  # an interrupted warm start is short: it restarts from scratch
+        path.mkdir(parents=True)
+        write_json(path / "config.json", asdict(config))
+        write_json(meta, {"complete": False, **environment()})
+        _train(config, path, progress)
     return path / "final"
 
 
