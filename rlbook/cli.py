@@ -40,6 +40,10 @@ def main(argv: list[str] | None = None) -> int:
                                 allow_abbrev=False)
     _add_config_flags(train)
     train.add_argument("--runs-dir", default=None, help="RunStore root (default: $RLBOOK_RUNS or ./runs)")
+    sweeping = commands.add_parser("sweep", help="run (or replay) a chapter's named sweep", allow_abbrev=False)
+    sweeping.add_argument("name", help="grpo | staleness | tau | lopti")
+    sweeping.add_argument("--profile", default="auto")
+    sweeping.add_argument("--runs-dir", default=None)
     listing = commands.add_parser("runs", help="list stored runs")
     listing.add_argument("--experiment", default=None)
     listing.add_argument("--runs-dir", default=None)
@@ -54,6 +58,13 @@ def main(argv: list[str] | None = None) -> int:
             last = run.metrics[-1] if run.metrics else {}
             print(f"{run.path}: {len(run.metrics)} updates, reward {last.get('reward', float('nan')):.3f}, "
                   f"greedy accuracy {last.get('eval_greedy_acc', float('nan')):.3f}")
+        elif args.command == "sweep":
+            from .experiments import sweep
+
+            configs = sweep(args.name, args.profile)
+            for i, config in enumerate(configs, 1):
+                run = run_or_load(config, store)
+                print(f"[{i}/{len(configs)}] {run.path}")
         else:
             print(f"{'experiment':<14} {'run':<32} {'updates':>7} {'complete':>8} {'greedy acc':>10}  device")
             for run in store.runs(args.experiment):

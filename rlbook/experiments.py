@@ -32,3 +32,60 @@ def stale_run(profile: str = "auto", objective: str = "grpo", staleness: int = 0
     values = {**BASE[profile], "experiment": "02_staleness", "updates_per_step": 4, "objective": objective,
               "staleness": staleness, "seed": seed, "name": f"{objective}-s{staleness}-{profile}-seed{seed}"}
     return RunConfig.from_dict({**values, **changes})
+
+
+# Chapters 2-4: what each profile sweeps (the smoke profile: fewer, smaller; reference runs: the cpu profile).
+STALENESS = {"smoke": [0, 16, 64], "cpu": [0, 16, 64, 256], "standard": [0, 4, 16, 64, 256],
+             "paper": [0, 4, 16, 32, 64, 128, 256]}
+SWEEP_OBJECTIVES = ("grpo", "no_clip", "m2po")
+AT_LARGEST_STALENESS = ("gspo", "tis")
+TAUS = (0.005, 0.02, 0.04, 0.08, 0.16)
+SEEDS = {"smoke": [0], "cpu": [0, 1], "standard": [0, 1, 2], "paper": [0]}
+# Lopti / AR variants (arXiv 2505.12929): name -> (ar_alpha, lopti_eta)
+LOPTI_VARIANTS = {"grpo": (0.0, 0.0), "ar": (0.3, 0.0), "lopti": (0.0, 0.5), "ar+lopti": (0.3, 0.5),
+                  "lopti_reversed": (0.0, -0.5)}
+KNIGHTS_KNAVES = {"task": "knights_knaves", "task_params": {"num_people": [2, 3]},
+                  "warm_start": dict(lr=2e-3, batch_size=64, eval_size=100, max_steps=2000)}
+
+
+def staleness_sweep(profile: str = "auto") -> list[RunConfig]:
+    """Chapter 2: objectives x staleness, plus gspo and tis at the largest staleness, for every seed."""
+    profile = resolve_profile(profile)
+    largest = max(STALENESS[profile])
+    grid = [(o, s) for s in STALENESS[profile] for o in SWEEP_OBJECTIVES]
+    grid += [(o, largest) for o in AT_LARGEST_STALENESS]
+    return [stale_run(profile, o, s, seed) for o, s in grid for seed in SEEDS[profile]]
+
+
+def tau_sweep(profile: str = "auto") -> list[RunConfig]:
+    """Chapter 3: M2PO's threshold tau at the largest staleness (the paper's Fig. 8)."""
+    profile = resolve_profile(profile)
+    largest = max(STALENESS[profile])
+    return [stale_run(profile, "m2po", largest, seed, objective_params={"tau": tau},
+                      name=f"m2po-tau{tau}-s{largest}-{profile}-seed{seed}") for tau in TAUS for seed in SEEDS[profile]]
+
+
+def lopti_run(profile: str = "auto", variant: str = "grpo", seed: int = 0, **changes) -> RunConfig:
+    """Chapter 4: GRPO with Advantage Reweighting and / or Lopti on Knights and Knaves puzzles."""
+    profile = resolve_profile(profile)
+    if variant not in LOPTI_VARIANTS:
+        raise ValueError(f"unknown variant {variant!r}; choose one of: {', '.join(LOPTI_VARIANTS)}")
+    alpha, eta = LOPTI_VARIANTS[variant]
+    values = {**BASE[profile], **KNIGHTS_KNAVES, "experiment": "04_lopti", "ar_alpha": alpha, "lopti_eta": eta,
+              "seed": seed, "name": f"{variant}-{profile}-seed{seed}"}
+    return RunConfig.from_dict({**values, **changes})
+
+
+def lopti_sweep(profile: str = "auto") -> list[RunConfig]:
+    profile = resolve_profile(profile)
+    return [lopti_run(profile, v, seed) for v in LOPTI_VARIANTS for seed in SEEDS[profile]]
+
+
+SWEEPS = {"grpo": lambda p: [grpo_from_scratch(p, s) for s in SEEDS[resolve_profile(p)]],
+          "staleness": staleness_sweep, "tau": tau_sweep, "lopti": lopti_sweep}
+
+
+def sweep(name: str, profile: str = "auto") -> list[RunConfig]:
+    if name not in SWEEPS:
+        raise ValueError(f"unknown sweep {name!r}; choose one of: {', '.join(SWEEPS)}")
+    return SWEEPS[name](profile)
