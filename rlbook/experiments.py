@@ -25,11 +25,16 @@ def grpo_from_scratch(profile: str = "auto", seed: int = 0, **changes) -> RunCon
     return RunConfig.from_dict({**values, **changes})
 
 
+# Staleness sweeps run many configs: the cpu profile gives each fewer updates than chapter 1's single run.
+STALE_BUDGET = {"cpu": dict(total_updates=400)}
+
+
 def stale_run(profile: str = "auto", objective: str = "grpo", staleness: int = 0, seed: int = 0,
               **changes) -> RunConfig:
     """Chapter 2 / 3: one run of an objective at a staleness (4 updates per rollout batch, as in M2PO)."""
     profile = resolve_profile(profile)
-    values = {**BASE[profile], "experiment": "02_staleness", "updates_per_step": 4, "objective": objective,
+    values = {**BASE[profile], **STALE_BUDGET.get(profile, {}), "experiment": "02_staleness", "updates_per_step": 4,
+              "objective": objective,
               "staleness": staleness, "seed": seed, "name": f"{objective}-s{staleness}-{profile}-seed{seed}"}
     return RunConfig.from_dict({**values, **changes})
 
