@@ -43,6 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     sweeping = commands.add_parser("sweep", help="run (or replay) a chapter's named sweep", allow_abbrev=False)
     sweeping.add_argument("name", help="grpo | staleness | tau | lopti")
     sweeping.add_argument("--profile", default="auto")
+    sweeping.add_argument("--reverse", action="store_true", help="run the sweep backwards (a second process can "
+                          "share a sweep: runs another process is training are waited for, then replayed)")
     sweeping.add_argument("--runs-dir", default=None)
     listing = commands.add_parser("runs", help="list stored runs")
     listing.add_argument("--experiment", default=None)
@@ -61,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "sweep":
             from .experiments import sweep
 
-            configs = sweep(args.name, args.profile)
+            configs = sweep(args.name, args.profile)[::-1 if args.reverse else 1]
             for i, config in enumerate(configs, 1):
                 run = run_or_load(config, store)
                 print(f"[{i}/{len(configs)}] {run.path}")

@@ -7,6 +7,7 @@ corrupt file: it is marked incomplete and `run_or_load` resumes it from its last
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import platform
@@ -164,6 +165,13 @@ def run_or_load(config: RunConfig, store: RunStore | None = None, progress: bool
             return reference
     if run is not None and run.complete:
         return run
-    run = run or store.create(config)
-    train(config, run, progress=progress)
+    if run is None:
+        try:
+            run = store.create(config)
+        except FileExistsError:  # another process created it a moment ago
+            run = store.find(config)
+    with open(run.path / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # a second process waits for the one training this run, then replays it
+        if not run.complete:
+            train(config, run, progress=progress)
     return run
