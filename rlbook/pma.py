@@ -26,6 +26,7 @@ from .tasks import make_task
 
 HELDOUT_SEED = 54321  # held-out traces: a stream no training step (seeds >= 1e6) or eval set (12345) uses
 CONTINUE_SEED = 10**9  # continued training draws fresh problems from seeds >= 1e9
+RESULTS_VERSION = 1  # part of the results folder's name: bump it when a change here changes stored results
 
 
 @dataclass
@@ -59,9 +60,10 @@ class PMAConfig:
     def __post_init__(self):
         if not set(self.methods) <= set(METHODS):
             raise ValueError(f"methods={self.methods!r}; choose from: {', '.join(METHODS)}")
-        if self.checkpoint_every <= 0 or self.max_steps - self.decay_steps < max(self.ns) * self.checkpoint_every:
-            raise ValueError(f"checkpoint_every={self.checkpoint_every}: the stable phase needs at least "
-                             f"max(ns)={max(self.ns)} checkpoints")
+        need = max(*self.ns, self.focus_n)
+        if self.checkpoint_every <= 0 or self.max_steps - self.decay_steps < need * self.checkpoint_every:
+            raise ValueError(f"checkpoint_every={self.checkpoint_every}: the stable phase needs at least {need} "
+                             "checkpoints (max of ns and focus_n)")
 
     def warm_start_config(self) -> WarmStartConfig:
         return WarmStartConfig(preset=self.preset, task_params=self.task_params, seed=self.seed,
@@ -81,7 +83,7 @@ def chapter_config(profile: str = "auto", **overrides) -> PMAConfig:
     """The chapter's settings for a profile (smoke: nano-tiny; cpu and standard: nano-small), with overrides."""
     profile = resolve_profile(profile)
     if profile not in PROFILE_SIZES:
-        raise ValueError(f"profile {profile!r}: chapter 5 trains its own trajectory; use smoke or standard")
+        raise ValueError(f"profile {profile!r}: chapter 5 trains its own trajectory; use smoke, cpu or standard")
     unknown = set(overrides) - {f.name for f in fields(PMAConfig)}
     if unknown:
         raise ValueError(f"unknown setting(s) {sorted(unknown)}; valid: {', '.join(f.name for f in fields(PMAConfig))}")
@@ -107,7 +109,7 @@ class Trajectory:
         self.rows = read_rows(self.final.parent / "metrics.jsonl")
         self.checkpoints = {int(d.name[5:]): d for d in sorted((self.final.parent / "checkpoints").glob("step-*"))}
         self.stable = [s for s in self.checkpoints if s <= stable_end]  # PMA merges in the constant-LR phase
-        self.results = self.store.root / "pma" / f"{ws.key()}-heldout{config.heldout_size}"
+        self.results = self.store.root / "pma" / f"{ws.key()}-heldout{config.heldout_size}-v{RESULTS_VERSION}"
         self.task = make_task(ws.task, **ws.task_params)
         self.model, self.tokenizer = load_pretrained(str(self.final))
         self.eval_set = evaluation_problems(ws.task, ws.task_params, config.eval_size)
@@ -275,15 +277,17 @@ def pma_init(traj: Trajectory, repeat: int = 0, method: str = "sma", progress: b
     return _cached(traj.results / "pma_init.json", {_key(settings): settings}, compute, False)[_key(settings)]
 
 
-def spike_indices(losses, window: int = 10, factor: float = 1.5) -> list[int]:
-    """Indices of the losses (or NaNs) above `factor` times the lowest of the up to `window` losses before them."""
+def spike_indices(losses, window: int = 10, factor: float = 1.5, margin: float = 0.1) -> list[int]:
+    """Indices of the losses (or NaNs) above `factor` times the median of the up to `window` losses before them plus
+    `margin` nats (the margin keeps batch noise near zero loss from counting as a spike)."""
+    median = lambda xs: sorted(xs)[(len(xs) - 1) // 2]
     return [i for i in range(1, len(losses))
-            if not losses[i] == losses[i] or losses[i] > factor * min(losses[max(0, i - window):i])]
+            if not losses[i] == losses[i] or losses[i] > factor * median(losses[max(0, i - window):i]) + margin]
 
 
-def detect_spike(losses, window: int = 10, factor: float = 1.5) -> int | None:
+def detect_spike(losses, window: int = 10, factor: float = 1.5, margin: float = 0.1) -> int | None:
     """Index of the first loss spike (see `spike_indices`), None for a calm series."""
-    found = spike_indices(losses, window, factor)
+    found = spike_indices(losses, window, factor, margin)
     return found[0] if found else None
 
 
@@ -319,9 +323,10 @@ def _spike(traj: Trajectory, start, spike_lr, spike_steps, every, resume_steps, 
 
 
 def _run_stats(rows: list[dict]) -> dict:
-    norms = torch.tensor([r["grad_norm"] for r in rows])
+    norms, late = torch.tensor([r["grad_norm"] for r in rows]), rows[-max(len(rows) // 4, 1):]
     return {"grad_norm_max": norms.max().item(), "grad_norm_std": norms.std().item(),
-            "spikes": len(spike_indices([r["loss"] for r in rows])), "heldout_loss": rows[-1]["heldout_loss"]}
+            "spikes": len(spike_indices([r["loss"] for r in rows])), "heldout_loss": rows[-1]["heldout_loss"],
+            "late_loss": sum(r["loss"] for r in late) / len(late)}  # mean training loss over the last quarter
 
 
 def _mean(dicts: list[dict]) -> dict:
@@ -337,10 +342,13 @@ def summarize(traj: Trajectory, checkpoints: dict, grid: dict, curve: dict, init
     ends = sorted(sma)
     halves = ends[:len(ends) // 2], ends[len(ends) // 2:]
     recovered = [s for s in spikes if "merged" in s]
+    best, last = min(grid.items(), key=lambda kv: kv[1]["loss"]), checkpoints[str(end)]["loss"]
     return {"end": end, "last": checkpoints[str(end)], "annealed": checkpoints["annealed"],
-            "annealed_equal": checkpoints["annealed_equal"], "merges": len(grid),
-            "best_merge": min(grid.items(), key=lambda kv: kv[1]["loss"]),
-            "merges_beating_last": sum(r["loss"] < checkpoints[str(end)]["loss"] for r in grid.values()),
+            "annealed_equal": checkpoints["annealed_equal"], "merges": len(grid), "best_merge": best,
+            # how much of the loss gap between the last checkpoint and an annealed model the best merge closes
+            "gap_closed": {k: (last - best[1]["loss"]) / (last - checkpoints[k]["loss"])
+                           if last > checkpoints[k]["loss"] else None for k in ("annealed_equal", "annealed")},
+            "merges_beating_last": sum(r["loss"] < last for r in grid.values()),
             "sma_beats_checkpoint": sum(sma[e] < checkpoints[str(e)]["loss"] for e in ends), "curve_points": len(ends),
             "wma_minus_sma": [sum(wma[e] - sma[e] for e in half) / len(half) for half in halves],
             "init": {k: _mean([_run_stats(i[k]) for i in inits]) for k in ("merged", "last")},
