@@ -380,7 +380,7 @@ def plot_merge(traj: Trajectory, checkpoints: dict, method: str = "sma", n: int 
     for x, r, marker, color, label in points:
         right.plot([x], [r["loss"]], marker, ms=9, color=color,
                    label=f"{label}: loss {r['loss']:.3f}, acc {r['acc']:.2f}")
-    right.set(title="held-out loss", xlabel="step")
+    right.set(title="held-out loss", xlabel="step", yscale="log")
     right.legend(fontsize=8)
     right.grid(alpha=0.3)
     fig.tight_layout()

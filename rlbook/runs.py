@@ -170,7 +170,7 @@ def run_or_load(config: RunConfig, store: RunStore | None = None, progress: bool
             run = store.create(config)
         except FileExistsError:  # another process created it a moment ago
             run = store.find(config)
-    with open(run.path.parent / f".{run.path.name}.lock", "w") as lock:
+    with open(run.path / "config.json") as lock:  # flock on the run's own config: no extra file
         fcntl.flock(lock, fcntl.LOCK_EX)  # a second process waits for the one training this run, then replays it
         if not run.complete:
             train(config, run, progress=progress)
