@@ -1,0 +1,179 @@
+"""Chapter 2 / 3 figures, grouping helpers, tables and widgets on small synthetic runs (no training)."""
+import json
+import math
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+
+from rlbook import figures  # noqa: E402
+from rlbook.config import RunConfig  # noqa: E402
+from rlbook.runs import RunStore  # noqa: E402
+
+EDGES = [0.0, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0, None]
+UPDATES = 24
+
+
+def synthetic_rows(staleness, acc, clip, mask, rewards):
+    """Row 0 (base model) and UPDATES update rows; eval at updates 12 and 24: `acc` = [base, @12, @24]; the reward
+    of a batch: rewards(version of the policy that sampled it)."""
+    rows = [{"update": 0, "eval_greedy_acc": acc[0], "eval_sampled_acc": acc[0] / 2}]
+    for u in range(1, UPDATES + 1):
+        lag = u - 1 if u <= staleness + 4 else staleness + (u - 1) % 4  # the trainer's FIFO, 4 updates per batch
+        row = {"update": u, "policy_lag": lag, "reward": rewards(u - 1 - lag), "clip_frac": clip, "mask_frac": mask,
+               "entropy": 1.0, "entropy_clipped": 2.0 if clip else None, "entropy_masked": 3.0 if mask else None,
+               "entropy_kept": 0.5, "m2": 0.1 * u, "m2_kept": 0.01 * u, "tr_frac": 0.3,
+               "ratio_bins": {"edges": EDGES, "count": [4, 0, 0, 0, 2, 2, 0, 0, 0],
+                              "entropy": [0.2, None, None, None, 1.0, 2.0, None, None, None]}}
+        if u % 12 == 0:
+            row.update(eval_greedy_acc=acc[u // 12], eval_sampled_acc=acc[u // 12] / 2)
+        rows.append(row)
+    return rows
+
+
+def make_run(store, objective, staleness, seed, acc, clip=0.0, mask=0.0, tau=None, rewards=lambda v: 0.2 + v / 100):
+    params = {} if tau is None else {"tau": tau}
+    config = RunConfig(experiment="02_staleness", name=f"{objective}-s{staleness}-seed{seed}-tau{tau}",
+                       preset="nano-tiny", objective=objective, staleness=staleness, updates_per_step=4, seed=seed,
+                       objective_params=params, total_updates=UPDATES, eval_every=12)
+    run = store.create(config)  # writes config.json
+    rows = synthetic_rows(staleness, acc, clip, mask, rewards)
+    (run.path / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    (run.path / "meta.json").write_text(json.dumps({"complete": True, "device": "cpu (test)", "wall_time_s": 1.0}))
+    return run
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    """grpo s=0, grpo s=4, no_clip s=4, m2po s=4 with two seeds each, and m2po over three taus at s=4."""
+    store = RunStore(tmp_path_factory.mktemp("runs"))
+    runs = []
+    for seed in (0, 1):
+        d = 0.02 * seed
+        runs += [make_run(store, "grpo", 0, seed, [0.3, 0.4, 0.5 + d], clip=0.01),
+                 make_run(store, "grpo", 4, seed, [0.3, 0.35, 0.4 + d], clip=0.05),
+                 make_run(store, "no_clip", 4, seed, [0.3, 0.45, 0.0], rewards={0: 0.3, 4: 0.5, 8: 0.6, 12: 0.2, 16: 0.0}.get
+                          if seed == 0 else lambda v: 0.3),  # seed 0: prosperity before collapse
+                 make_run(store, "m2po", 4, seed, [0.3, 0.4, 0.55 + d], mask=0.02)]
+    taus = [make_run(store, "m2po", 4, 0, [0.3, 0.3, acc], mask=0.02, tau=tau)
+            for tau, acc in ((0.005, 0.2), (0.04, 0.5), (0.16, 0.1))]
+    return runs, taus
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    plt.close("all")
+
+
+def visible_lines(ax):
+    return [line for line in ax.lines if line.get_linestyle() != "None"]
+
+
+def test_grouping_and_selection(sweep):
+    runs, taus = sweep
+    groups = figures.group_runs(runs)
+    assert list(groups) == [("grpo", 0), ("grpo", 4), ("no_clip", 4), ("m2po", 4)]
+    assert all(len(seeds) == 2 for seeds in groups.values())
+    assert list(figures.group_runs(taus, key=figures.tau_of)) == [0.005, 0.04, 0.16]
+    assert len(figures.select(runs, "grpo", "max")) == 2 and figures.select(runs, staleness="max")[0].config.staleness == 4
+    assert figures.tau_of(runs[0]) == 0.04 and figures.run_label(taus[0]) == "m2po s=4 tau=0.005 seed 0"
+    assert figures.removal_key("m2po") == "mask_frac" and figures.removal_key("grpo") == "clip_frac"
+
+
+def test_series_helpers(sweep):
+    runs, _ = sweep
+    grpo0 = figures.select(runs, "grpo", 0)
+    updates, mean, lo, hi = figures.aggregate(grpo0, "eval_greedy_acc")
+    assert updates == [0, 12, 24] and mean[-1] == pytest.approx(0.51) and (lo[-1], hi[-1]) == (0.5, 0.52)
+    assert figures.smooth([1, None, 3, 5], 2) == [1, 1, 3, 4]
+    assert figures.final(grpo0[0]) == 0.5 and figures.peak(grpo0[0]) == (24, 0.5)
+    assert figures.peak(figures.select(runs, "no_clip")[0]) == (12, 0.45)  # row 0 (the base model) is no peak
+    assert figures.mean_of(grpo0[0], "clip_frac") == pytest.approx(0.01)
+    versions, rewards = figures.batch_rewards(figures.select(runs, "grpo", 4)[0])
+    assert versions == [0, 4, 8, 12, 16] and rewards == pytest.approx([0.2, 0.24, 0.28, 0.32, 0.36])
+    assert figures.batch_rewards(grpo0[0])[0] == [0, 4, 8, 12, 16, 20]  # on-policy: every batch a new policy
+
+
+def test_token_statistics(sweep):
+    runs, _ = sweep
+    assert figures.removed_entropy(figures.select(runs, "grpo", 0)[0]) == pytest.approx((1.0, 2.0, 0.5))
+    assert figures.removed_entropy(figures.select(runs, "m2po", 4)[0]) == pytest.approx((1.0, 3.0, 0.5))
+    names, counts, entropy, edges = figures.pooled_ratio_bins(figures.select(runs, "grpo", 0), 1, 4)
+    assert names[0] == "0-0.02" and names[-1] == ">1" and edges == EDGES
+    assert counts.tolist() == [32, 0, 0, 0, 16, 16, 0, 0, 0]  # 2 runs x 4 updates
+    assert entropy[0] == pytest.approx(0.2) and entropy[5] == pytest.approx(2.0) and math.isnan(entropy[1])
+    with pytest.raises(ValueError):
+        figures.pooled_ratio_bins(runs[0], 100)
+
+
+def test_accuracy_figures(sweep):
+    runs, _ = sweep
+    fig = figures.accuracy_curves(runs)
+    assert [ax.get_title() for ax in fig.axes] == ["grpo", "no_clip", "m2po"]
+    assert [len(ax.lines) for ax in fig.axes] == [2, 1, 1]  # one line per staleness
+    assert all(len(ax.collections) == len(ax.lines) for ax in fig.axes)  # two seeds: a min-max band each
+    fig = figures.final_vs_staleness(runs)
+    assert len(fig.axes[0].containers) == 3  # error bars per objective
+    assert fig.axes[0].containers[0].lines[0].get_ydata().tolist() == pytest.approx([0.51, 0.41])
+    fig = figures.prosperity_before_collapse(figures.select(runs, "no_clip", "max"))
+    assert [len(visible_lines(ax)) for ax in fig.axes] == [2, 2]  # two seeds per panel (+ a star each)
+    assert [len(ax.lines) for ax in fig.axes] == [4, 4]
+
+
+def test_token_figures(sweep):
+    runs, taus = sweep
+    chosen = figures.select(runs, "grpo") + figures.select(runs, "m2po")
+    fig = figures.removed_fraction(chosen)
+    assert len(fig.axes[0].lines) == 3 and "masked" in fig.axes[0].lines[2].get_label()
+    fig = figures.entropy_by_deviation(chosen)
+    assert [len(ax.lines) for ax in fig.axes] == [4, 4]  # 3 settings (seeds pooled) + the clip line
+    fig = figures.entropy_removed_vs_kept(chosen)
+    assert len(fig.axes[0].patches) == 3 * len(chosen)
+    fig = figures.m2_before_after(figures.select(runs, "m2po") + figures.select(runs, "grpo", 4))
+    assert len(fig.axes[0].lines) == 4  # m2po: all + kept, grpo: all, the tau line
+    fig = figures.run_detail(chosen[0], 2, 6)
+    assert len(fig.axes) == 3 and len(fig.axes[2].patches) == 1  # the shaded window
+    fig = figures.tau_sweep_figure(taus, references=figures.select(runs, "grpo", 0))
+    assert fig.axes[0].containers[0].lines[0].get_xdata().tolist() == [0.005, 0.04, 0.16]
+    assert fig.axes[0].containers[0].lines[0].get_ydata().tolist() == [0.2, 0.5, 0.1]
+    assert sorted(fig.axes[0].get_legend_handles_labels()[1]) == ["grpo s=0", "m2po"]  # the sweep, the reference
+
+
+def test_tables_are_computed_from_rows(sweep):
+    runs, taus = sweep
+    rows = {r[0]: r for r in figures.paper_vs_observed(runs, taus)}
+    assert rows["a"][2] == "GRPO final 0.510 at s=0, 0.410 at s=4" and rows["a"][3] == "yes"
+    assert "33.0" in rows["a"][1] and "36.6" in rows["e"][1]  # the paper's published numbers
+    assert rows["b"][2].startswith("no_clip s=4 (seed 0): rollout reward 0.30 (base model) -> peak 0.47 (policy of "
+                                   "update 8) -> 0.27; eval_greedy_acc 0.300 -> best 0.450 (update 12) -> final 0.000")
+    assert rows["b"][3] == "yes"
+    assert rows["c"][2] == "clipped: GRPO s=0 1.00%, GRPO s=4 5.00%; M2PO s=4 masks 2.00%" and rows["c"][3] == "yes"
+    assert rows["d"][2].startswith("GRPO s=4: entropy 0.20 at |r-1| < 0.02, 1.50 at |r-1| >= 0.2")
+    assert rows["e"][2] == "GRPO s=0 0.510, GRPO s=4 0.410, M2PO s=4 0.560" and rows["e"][3] == "yes"
+    assert rows["f"][2] == "final by tau: 0.005: 0.200, 0.04: 0.500, 0.16: 0.100" and rows["f"][3] == "yes"
+    missing = figures.paper_vs_observed(figures.select(runs, "grpo"), (), signatures="bf")
+    assert [r[2:] for r in missing] == [["not in these runs", "-"]] * 2
+    assert figures.paper_vs_observed([], signatures="a")[0][2] == "not in these runs"
+    summary = {(r["objective"], r["staleness"]): r for r in figures.summary_rows(runs)}
+    assert summary["m2po", 4]["final"] == pytest.approx(0.56) and summary["m2po", 4]["mask_pct"] == pytest.approx(2)
+    assert summary["no_clip", 4]["peak"] == 0.45 and summary["grpo", 0]["device"] == "cpu (test)"
+    table = figures.markdown_table(["k", "v"], [["|r-1|", 0.5]])
+    assert table.splitlines() == ["| k | v |", "| --- | --- |", "| \\|r-1\\| | 0.500 |"]
+
+
+def test_widgets_redraw(sweep):
+    pytest.importorskip("ipywidgets")
+    from rlbook import widgets
+
+    runs, taus = sweep
+    box = widgets.staleness_explorer(runs)
+    staleness, objective = box.children[1].children[:2]
+    objective.value = ("grpo",)  # triggers a redraw of the chosen runs
+    staleness.value = (0,)
+    box = widgets.run_explorer(runs)
+    box.children[1].children[1].value = (2, 5)
+    box = widgets.tau_explorer(taus, references=figures.select(runs, "grpo", 0))
+    box.children[1].children[0].value = (0.04,)
