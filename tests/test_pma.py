@@ -1,0 +1,111 @@
+"""Chapter 5 pieces (rlbook.pma) on a 12-step trajectory of nano-tiny: checkpoints, cached merges, spikes."""
+import json
+import math
+
+import pytest
+
+from rlbook import pma
+from rlbook.merging import load_checkpoint, merge_state_dicts
+from rlbook.runs import RunStore
+
+TINY = dict(preset="nano-tiny", max_steps=12, warmup_steps=2, decay_steps=4, checkpoint_every=2, batch_size=8,
+            eval_size=8, heldout_size=16, ns=(2, 3), focus_n=2, grid=3, continue_steps=3, continue_warmup=1,
+            spike_steps=8, spike_checkpoint_every=2, spike_lr=5.0, resume_steps=2, spike_n=2)
+
+
+@pytest.fixture(scope="module")
+def traj(tmp_path_factory):
+    return pma.Trajectory(pma.PMAConfig(**TINY), RunStore(tmp_path_factory.mktemp("runs")), progress=False)
+
+
+def test_checkpoints_at_expected_steps(traj):
+    assert sorted(traj.checkpoints) == [2, 4, 6, 8, 10, 12]
+    assert traj.stable == [2, 4, 6, 8]  # the last 4 steps decay the LR: not merged
+    assert (traj.final / "model.safetensors").exists() and (traj.annealed_equal / "model.safetensors").exists()
+    assert traj.tokens_per_checkpoint() > 0
+
+
+def test_merges_are_cached_and_not_recomputed(traj, monkeypatch):
+    first = pma.merge_grid(traj, progress=False)
+    assert set(first) == {pma.merge_name(m, n, 8, 0.2) for m in ("sma", "ema", "wma") for n in (2, 3)}
+    stored = json.loads((traj.results / "merges.json").read_text())
+    assert "environment" in stored and stored["sma-N3-end8"]["loss"] == first["sma-N3-end8"]["loss"]
+
+    def fail(*args, **kwargs):
+        raise AssertionError("a cached merge was evaluated again")
+
+    monkeypatch.setattr(traj, "evaluate", fail)
+    assert pma.merge_grid(traj, progress=False) == first
+
+
+@pytest.mark.parametrize("method", ["sma", "ema", "wma"])
+def test_merge_of_identical_checkpoints_evaluates_like_the_checkpoint(traj, method):
+    path = traj.checkpoints[4]
+    alone = traj.evaluate(load_checkpoint(path))
+    merged = traj.evaluate(merge_state_dicts([path] * 3, method))
+    assert merged["loss"] == pytest.approx(alone["loss"], rel=1e-5)
+    assert merged["acc"] == alone["acc"]
+
+
+def test_merged_needs_enough_stable_checkpoints(traj):
+    with pytest.raises(ValueError, match="stable checkpoints"):
+        traj.merged("sma", 3, 4)  # only steps 2 and 4 end at 4
+    with pytest.raises(ValueError, match="stable checkpoints"):
+        traj.merged("sma", 2, 10)  # step 10 is in the decay phase
+
+
+def test_detect_spike():
+    calm = [2.0 * 0.99**i for i in range(50)]
+    assert pma.detect_spike(calm) is None
+    spiky = calm[:30] + [5.0] + calm[31:]
+    assert pma.detect_spike(spiky) == 30
+    assert pma.spike_indices(spiky) == [30]
+    assert pma.detect_spike(calm[:5] + [math.nan]) == 5
+
+
+def test_schedule_warmup_then_ramp():
+    assert pma.schedule(0, 10, 1e-3, warmup=2) == pytest.approx(5e-4)
+    assert pma.schedule(5, 10, 1e-3, warmup=2) == pytest.approx(1e-3)
+    assert pma.schedule(9, 10, 1e-3, warmup=2, ramp_to=1e-1) == pytest.approx(1e-1)
+
+
+def test_equal_token_twin_shares_the_trajectory_until_its_decay(traj):
+    twin = json.loads((traj.annealed_equal.parent / "config.json").read_text())
+    assert twin["max_steps"] == traj.stable[-1] and twin["decay_steps"] == traj.config.decay_steps
+    # same seed and data: the twin's first steps (before either decays) are the trajectory's, to the last bit
+    rows = pma.read_rows(traj.annealed_equal.parent / "metrics.jsonl")
+    assert [r["loss"] for r in rows[:4]] == [r["loss"] for r in traj.rows[:4]]
+
+
+def test_pma_init_and_spike_recovery_are_cached(traj, monkeypatch):
+    init = pma.pma_init(traj, progress=False)
+    assert [len(init[k]) for k in ("merged", "last")] == [3, 3]
+    assert {"loss", "grad_norm", "lr"} <= set(init["merged"][0]) and "heldout_loss" in init["merged"][-1]
+    spike = pma.spike_recovery(traj, progress=False)
+    assert spike["spike_step"] is not None and len(spike["spike_rows"]) == 8
+    assert all(s < spike["spike_step"] for s in spike["pre_spike_steps"])
+    monkeypatch.setattr(pma, "continue_training", lambda *a, **k: pytest.fail("recomputed"))
+    assert pma.pma_init(traj, progress=False) == init and pma.spike_recovery(traj, progress=False) == spike
+
+
+def test_config_rejects_unknown_settings():
+    with pytest.raises(ValueError, match="unknown setting"):
+        pma.chapter_config("smoke", nonsense=1)
+    with pytest.raises(ValueError, match="methods"):
+        pma.PMAConfig(methods=("sma", "median"))
+
+
+def test_summary_and_merge_figure(traj):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    checkpoints = pma.evaluate_checkpoints(traj, progress=False)
+    assert {"annealed", "annealed_equal", "2", "12"} <= set(checkpoints)
+    grid, curve = pma.merge_grid(traj, progress=False), pma.merge_curve(traj, progress=False)
+    inits = [pma.pma_init(traj, r, progress=False) for r in range(2)]
+    spikes = [pma.spike_recovery(traj, r, progress=False) for r in range(2)]
+    summary = pma.summarize(traj, checkpoints, grid, curve, inits, spikes)
+    assert summary["merges"] == 6 and summary["curve_points"] == 3 and summary["repeats"] == 2
+    assert 0 <= summary["merges_beating_last"] <= 6 and 0 <= summary["init_merge_wins"] <= 2
+    fig = pma.plot_merge(traj, checkpoints, "ema", 3, 0.5, 8)
+    assert len(fig.axes) == 2 and "ema-N3-end8-a0.5" in json.loads((traj.results / "merges.json").read_text())
