@@ -49,6 +49,8 @@ SEEDS = {"smoke": [0], "cpu": [0, 1], "standard": [0, 1, 2], "paper": [0]}
 # Lopti / AR variants (arXiv 2505.12929): name -> (ar_alpha, lopti_eta)
 LOPTI_VARIANTS = {"grpo": (0.0, 0.0), "ar": (0.3, 0.0), "lopti": (0.0, 0.5), "ar+lopti": (0.3, 0.5),
                   "lopti_reversed": (0.0, -0.5)}
+# K&K completions are long for a character model: the smoke profile runs only a few updates per variant (CI time).
+LOPTI_BUDGET = {"smoke": dict(total_updates=20, eval_every=10)}
 KNIGHTS_KNAVES = {"task": "knights_knaves", "task_params": {"num_people": [2, 3]},
                   "warm_start": dict(lr=2e-3, batch_size=64, eval_size=100, max_steps=2000)}
 
@@ -76,7 +78,8 @@ def lopti_run(profile: str = "auto", variant: str = "grpo", seed: int = 0, **cha
     if variant not in LOPTI_VARIANTS:
         raise ValueError(f"unknown variant {variant!r}; choose one of: {', '.join(LOPTI_VARIANTS)}")
     alpha, eta = LOPTI_VARIANTS[variant]
-    values = {**BASE[profile], **KNIGHTS_KNAVES, "experiment": "04_lopti", "ar_alpha": alpha, "lopti_eta": eta,
+    values = {**BASE[profile], **KNIGHTS_KNAVES, **LOPTI_BUDGET.get(profile, {}), "experiment": "04_lopti",
+              "ar_alpha": alpha, "lopti_eta": eta,
               "seed": seed, "name": f"{variant}-{profile}-seed{seed}"}
     return RunConfig.from_dict({**values, **changes})
 

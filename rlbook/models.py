@@ -15,6 +15,8 @@ from peft import LoraConfig, get_peft_model
 from transformers import (AutoModelForCausalLM, AutoTokenizer, Qwen3Config, Qwen3ForCausalLM, Qwen3MoeConfig,
                           Qwen3MoeForCausalLM)
 
+from transformers.utils import logging as hf_logging
+
 from .tokenizer import char_tokenizer
 
 CHECKPOINT_FILES = {"config": ["config.json"], "weights": ["*.safetensors", "pytorch_model*.bin"],
@@ -88,6 +90,7 @@ def load_pretrained(path_or_id: str, dtype: torch.dtype = torch.float32):
                                     f"(expected files like {[CHECKPOINT_FILES[m][0] for m in missing]})")
     elif local.is_absolute() or path_or_id.startswith(".") or local.exists() or path_or_id.count("/") != 1:
         raise FileNotFoundError(f"checkpoint {path_or_id!r} not found: no directory at {local.resolve()}")
+    hf_logging.disable_progress_bar()  # no "Loading weights" bar per load in notebooks
     try:
         tokenizer = AutoTokenizer.from_pretrained(path_or_id, local_files_only=True)
         model = AutoModelForCausalLM.from_pretrained(path_or_id, dtype=dtype, local_files_only=True)

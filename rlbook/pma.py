@@ -17,7 +17,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .evaluate import accuracy, completion_budget, evaluation_problems
-from .merging import METHODS, load_checkpoint, merge_state_dicts, merge_weights
+from .merging import METHODS, load_checkpoint, merge_state_dicts
 from .models import load_pretrained, set_cpu_threads
 from .pretrain import WarmStartConfig, save, sft_loss, trace_batch, warm_start
 from .profiles import resolve_profile
@@ -359,48 +359,3 @@ def summarize(traj: Trajectory, checkpoints: dict, grid: dict, curve: dict, init
             "resume_merge_wins": sum(s["merged"][-1]["heldout_loss"] < s["last"][-1]["heldout_loss"]
                                      for s in recovered)}
 
-
-def plot_merge(traj: Trajectory, checkpoints: dict, method: str = "sma", n: int | None = None,
-               alpha: float | None = None, end: int | None = None):
-    """The merge explorer's figure: the weights w_i of a merge, and its held-out loss against the trajectory's
-    (a stored merge replays at once; a new one is merged, evaluated and stored)."""
-    import matplotlib.pyplot as plt
-
-    n, alpha, end = n or traj.config.focus_n, alpha or traj.config.alpha, end or traj.stable[-1]
-    merge = next(iter(run_merges(traj, [(method, n, end)], alpha, progress=False).values()))
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 3.3), gridspec_kw={"width_ratios": [1, 2]})
-    left.bar([str(s) for s in traj.stable if s <= end][-n:], merge_weights(method, n, alpha), color="C2")
-    left.set(title=f"{method.upper()} weights $w_i$" + (f" (α={alpha})" if method == "ema" else ""),
-             xlabel="checkpoint step")
-    left.tick_params(axis="x", labelrotation=90)
-    right.plot(traj.stable, [checkpoints[str(s)]["loss"] for s in traj.stable], "o-", ms=3, color="grey")
-    points = [(end, merge, "D", "C2", "merge"), (end, checkpoints[str(end)], "s", "k", f"step {end}"),
-              (traj.stable[-1], checkpoints["annealed_equal"], "P", "C4", "annealed, equal tokens"),
-              (traj.config.max_steps, checkpoints["annealed"], "*", "C3", "annealed, final")]
-    for x, r, marker, color, label in points:
-        right.plot([x], [r["loss"]], marker, ms=9, color=color,
-                   label=f"{label}: loss {r['loss']:.3f}, acc {r['acc']:.2f}")
-    right.set(title="held-out loss", xlabel="step", yscale="log")
-    right.legend(fontsize=8)
-    right.grid(alpha=0.3)
-    fig.tight_layout()
-    return fig
-
-
-def merge_widget(traj: Trajectory, checkpoints: dict):
-    """ipywidgets controls (method, N, EMA alpha, last merged step) over `plot_merge`."""
-    import ipywidgets as widgets
-    import matplotlib.pyplot as plt
-
-    def view(method, n, alpha, end):
-        if sum(s <= end for s in traj.stable) < n:
-            return print(f"fewer than {n} stable checkpoints end at step {end}: pick a smaller N or a later step")
-        plot_merge(traj, checkpoints, method, n, alpha, end)
-        plt.show()
-    c = traj.config
-    return widgets.interactive(
-        view, method=widgets.Dropdown(options=list(c.methods), value="sma", description="method"),
-        n=widgets.SelectionSlider(options=sorted({*c.ns, c.focus_n}), value=c.focus_n, description="N"),
-        alpha=widgets.SelectionSlider(options=sorted({0.1, 0.2, 0.3, 0.5, c.alpha}), value=c.alpha,
-                                      description="EMA α"),
-        end=widgets.SelectionSlider(options=traj.stable, value=traj.stable[-1], description="end step"))

@@ -10,7 +10,8 @@ import ipywidgets as w
 import matplotlib.pyplot as plt
 from IPython.display import display
 
-from . import figures
+from . import figures, pma
+from .merging import merge_weights
 
 METRICS = ("eval_greedy_acc", "eval_sampled_acc", "reward", "clip_frac", "mask_frac", "entropy", "m2", "kl_k3")
 
@@ -79,3 +80,45 @@ def tau_explorer(runs, references=(), metric: str = "eval_greedy_acc"):
         return figures.tau_sweep_figure([r for r in runs if figures.tau_of(r) in taus], metric, references)
 
     return _build(controls, draw, "M2PO threshold tau")
+
+
+def merge_figure(traj, checkpoints: dict, method: str = "sma", n: int | None = None,
+               alpha: float | None = None, end: int | None = None):
+    """Chapter 5, the merge explorer's figure: the weights w_i of a merge, and its held-out loss against the trajectory's
+    (a stored merge replays at once; a new one is merged, evaluated and stored)."""
+    n, alpha, end = n or traj.config.focus_n, alpha or traj.config.alpha, end or traj.stable[-1]
+    merge = next(iter(pma.run_merges(traj, [(method, n, end)], alpha, progress=False).values()))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 3.3), gridspec_kw={"width_ratios": [1, 2]})
+    left.bar([str(s) for s in traj.stable if s <= end][-n:], merge_weights(method, n, alpha), color="C2")
+    left.set(title=f"{method.upper()} weights $w_i$" + (f" (α={alpha})" if method == "ema" else ""),
+             xlabel="checkpoint step")
+    left.tick_params(axis="x", labelrotation=90)
+    right.plot(traj.stable, [checkpoints[str(s)]["loss"] for s in traj.stable], "o-", ms=3, color="grey")
+    points = [(end, merge, "D", "C2", "merge"), (end, checkpoints[str(end)], "s", "k", f"step {end}"),
+              (traj.stable[-1], checkpoints["annealed_equal"], "P", "C4", "annealed, equal tokens"),
+              (traj.config.max_steps, checkpoints["annealed"], "*", "C3", "annealed, final")]
+    for x, r, marker, color, label in points:
+        right.plot([x], [r["loss"]], marker, ms=9, color=color,
+                   label=f"{label}: loss {r['loss']:.3f}, acc {r['acc']:.2f}")
+    right.set(title="held-out loss", xlabel="step", yscale="log")
+    right.legend(fontsize=8)
+    right.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def merge_explorer(traj, checkpoints: dict):
+    """Chapter 5: controls (method, N, EMA alpha, last merged step) over `merge_figure`."""
+    import ipywidgets as widgets
+    def view(method, n, alpha, end):
+        if sum(s <= end for s in traj.stable) < n:
+            return print(f"fewer than {n} stable checkpoints end at step {end}: pick a smaller N or a later step")
+        merge_figure(traj, checkpoints, method, n, alpha, end)
+        plt.show()
+    c = traj.config
+    return w.interactive(
+        view, method=w.Dropdown(options=list(c.methods), value="sma", description="method"),
+        n=w.SelectionSlider(options=sorted({*c.ns, c.focus_n}), value=c.focus_n, description="N"),
+        alpha=w.SelectionSlider(options=sorted({0.1, 0.2, 0.3, 0.5, c.alpha}), value=c.alpha,
+                                      description="EMA α"),
+        end=w.SelectionSlider(options=traj.stable, value=traj.stable[-1], description="end step"))

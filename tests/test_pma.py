@@ -7,6 +7,7 @@ import pytest
 from rlbook import pma
 from rlbook.merging import load_checkpoint, merge_state_dicts
 from rlbook.runs import RunStore
+from rlbook.widgets import merge_figure
 
 TINY = dict(preset="nano-tiny", max_steps=12, warmup_steps=2, decay_steps=4, checkpoint_every=2, batch_size=8,
             eval_size=8, heldout_size=16, ns=(2, 3), focus_n=2, grid=3, continue_steps=3, continue_warmup=1,
@@ -107,5 +108,5 @@ def test_summary_and_merge_figure(traj):
     summary = pma.summarize(traj, checkpoints, grid, curve, inits, spikes)
     assert summary["merges"] == 6 and summary["curve_points"] == 3 and summary["repeats"] == 2
     assert 0 <= summary["merges_beating_last"] <= 6 and 0 <= summary["init_merge_wins"] <= 2
-    fig = pma.plot_merge(traj, checkpoints, "ema", 3, 0.5, 8)
+    fig = merge_figure(traj, checkpoints, "ema", 3, 0.5, 8)
     assert len(fig.axes) == 2 and "ema-N3-end8-a0.5" in json.loads((traj.results / "merges.json").read_text())

@@ -1,0 +1,137 @@
+"""Chapter 4 analysis: the per-token gradient norm, the wrong-direction count, accuracy by number of people and its
+cache, and the one-step analysis on a 0.1M-parameter model with random weights (no warm start needed)."""
+import json
+import math
+
+import pytest
+import torch
+
+import rlbook.lopti_analysis as la
+from rlbook.config import RunConfig
+from rlbook.models import build_model
+from rlbook.runs import Run, write_json
+from rlbook.tasks.base import Score
+from rlbook.tasks.knights_knaves import KnightsKnavesTask
+
+TINY = dict(experiment="04_lopti", name="t", preset="nano-tiny", init="scratch", task="knights_knaves",
+            task_params={"num_people": [2, 3]}, group_size=4, max_new_tokens=8, eval_size=6)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_gradient_norm_formula_matches_autograd():
+    torch.manual_seed(0)
+    logits = torch.randn(6, 7) * torch.tensor([[0.1], [1.0], [3.0], [5.0], [8.0], [0.5]])
+    ids = torch.tensor([0, 3, 6, 2, 1, 5])
+    norms = la.token_gradient_norms(logits, ids)
+    for row in range(6):
+        z = logits[row].clone().requires_grad_()
+        torch.log_softmax(z, -1)[ids[row]].backward()
+        assert norms[row].item() == pytest.approx(z.grad.norm().item(), rel=1e-5, abs=1e-6)
+    p = torch.softmax(logits, -1).gather(-1, ids[:, None])[:, 0]
+    assert torch.all(norms >= (1 - p) - 1e-6) and torch.all(norms <= math.sqrt(2) * (1 - p) + 1e-6)
+
+
+def test_wrong_direction_on_a_constructed_example():
+    old = torch.zeros(1, 6)
+    new = torch.tensor([[0.1, -0.1, 0.1, -0.1, 0.5, -0.2]])
+    advantages = torch.tensor([[1.0, 1.0, -1.0, -1.0, 0.0, 2.0]])
+    select = torch.tensor([[True, True, True, True, True, False]])
+    # selected with A != 0: tokens 0-3; token 1 (A>0, down) and token 2 (A<0, up) moved the wrong way
+    assert la.wrong_direction(old, new, advantages, select) == pytest.approx(0.5)
+    assert la.wrong_direction(old, new, advantages, torch.ones_like(select)) == pytest.approx(3 / 5)
+    assert math.isnan(la.wrong_direction(old, new, advantages, torch.zeros_like(select)))
+
+
+class Stub:
+    """The real task's problems with a score that only says whether a puzzle has 2 people."""
+
+    def __init__(self):
+        self.task = KnightsKnavesTask((2, 3))
+
+    def score(self, problem, completion):
+        return Score(reward=0.0, correct=problem["num_people"] == 2)
+
+
+def test_accuracy_by_people_groups_by_puzzle_size():
+    model, tokenizer = build_model("nano-tiny", seed=0)
+    stub = Stub()
+    problems = stub.task.generate(10, seed=3)
+    result = la.accuracy_by_people(model, tokenizer, stub, problems, max_new_tokens=2)
+    assert set(result) == {p["num_people"] for p in problems} == {2, 3}
+    assert result == {2: 1.0, 3: 0.0}
+
+
+def fake_run(tmp_path, state: bool) -> Run:
+    run = Run(tmp_path / "04_lopti" / "t-0")
+    run.path.mkdir(parents=True)
+    write_json(run.path / "config.json", RunConfig(**TINY).to_dict())
+    run.update_meta(complete=True, updates=3)
+    for update, acc in ((0, 0.2), (3, 0.4)):
+        run.append({"update": update, "eval_greedy_acc": acc})
+    if state:
+        torch.save({"model": {}}, run.path / "state.pt")
+    return run
+
+
+def test_accuracy_by_people_is_cached_in_the_run(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(la, "load_trained_policy", lambda run: (None, None))
+    monkeypatch.setattr(la, "_people", lambda config, model, tok: calls.append(1) or {2: 0.5, 3: 0.25})
+    run = fake_run(tmp_path, state=True)
+    first = la.run_accuracy_by_people(run)
+    second = la.run_accuracy_by_people(run)
+    assert len(calls) == 1 and first == second and first["by_people"] == {2: 0.5, 3: 0.25}
+    assert json.loads((run.path / la.CACHE).read_text())["source"] == "state.pt"
+    run.update_meta(updates=4)  # a longer run: the cache is stale and recomputed
+    la.run_accuracy_by_people(run)
+    assert len(calls) == 2
+
+
+def test_a_run_without_weights_falls_back_to_overall_accuracy(tmp_path):
+    result = la.run_accuracy_by_people(fake_run(tmp_path, state=False))
+    assert result["by_people"] is None and result["overall"] == 0.4 and result["source"] == "metrics"
+
+
+def test_trained_policy_loads_the_lora_weights(tmp_path):
+    config = RunConfig(**TINY)
+    run = fake_run(tmp_path, state=False)
+    model, _ = la.init_policy(config, progress=False)
+    trained = {n: torch.full_like(p, 0.01) for n, p in model.named_parameters() if p.requires_grad}
+    torch.save({"model": trained}, run.path / "state.pt")
+    loaded, _ = la.load_trained_policy(run)
+    assert all(torch.equal(p, trained[n]) for n, p in loaded.named_parameters() if p.requires_grad)
+
+
+def test_per_token_analysis_on_a_random_model():
+    config = RunConfig(**TINY)
+    model, batch, advantages = la.analysis_batch(config, seed=0, prompts=2)
+    torch.manual_seed(1)
+    advantages = torch.randn(len(batch), 1) * batch.response_mask  # random weights: every reward is the same
+    eta = torch.exp(batch.behavior_logp[batch.response_mask != 0]).median().item()  # a mixed split of the tokens
+    share = la.gradient_share(model, batch, advantages, eta=eta)
+    assert 0 < share["token_share_low"] < 1 and 0 < share["logit_grad_share_low"] < 1
+    start = [p.detach().clone() for p in model.parameters() if p.requires_grad]
+    effects = la.one_update_effects(model, batch, advantages, config, eta=eta)
+    assert effects["low-p only"]["same_as_low_only_high"] == 1.0
+    assert all(0 <= v["wrong_high"] <= 1 for v in effects.values())
+    assert all(torch.equal(a, b) for a, b in zip(start, [p for p in model.parameters() if p.requires_grad]))
+    assert la.one_update_effects(model, batch, advantages, config, eta=eta) == effects  # deterministic
+
+
+def test_net_advantages_sum_identical_tokens_in_identical_contexts():
+    config = RunConfig(**TINY)
+    _, batch, _ = la.analysis_batch(config, seed=0, prompts=2)
+    batch = batch.select(torch.tensor([0, 0, 4]))  # rows 0 and 1: one completion twice; row 2: another prompt
+    advantages = torch.tensor([[1.0], [-3.0], [2.0]]) * batch.response_mask
+    net, first = la.net_advantages(batch, advantages)
+    n = int(batch.response_mask[0].sum())
+    assert torch.all(net[0, :n] == -2.0) and torch.all(net[1, :n] == -2.0)
+    assert first[0, :n].all() and not first[1].any() and first[2, :int(batch.response_mask[2].sum())].all()
+    assert torch.all(net[2] == advantages[2])
