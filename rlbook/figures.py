@@ -323,13 +323,27 @@ def summary_rows(runs, metric: str = "eval_greedy_acc") -> list[dict]:
     return rows
 
 
+def _two_se(first, second, metric) -> float:
+    """Two standard errors of the difference of two mean accuracies (binomial, eval set x seeds per side)."""
+    finals = [final(r, metric) for r in (*first, *second)]
+    p = min(max(float(np.mean(finals)), 1e-3), 1 - 1e-3)
+    n = lambda group: sum(r.config.eval_size for r in group)
+    return 2 * float(np.sqrt(p * (1 - p) * (1 / n(first) + 1 / n(second))))
+
+
+def _verdict(difference: float, noise: float) -> bool | str:
+    """True / False when the difference is beyond two standard errors, else "within noise"."""
+    return "within noise" if abs(difference) <= noise else difference > 0
+
+
 def _observe(k, runs, top, metric):
     """(we observe, same direction as the paper?) for signature k; top = the largest staleness in runs."""
     acc = lambda o, s: [final(r, metric) for r in select(runs, o, s)]
     share = lambda o, s, key: 100 * np.mean([mean_of(r, key) for r in select(runs, o, s)])
     if k == "a":
         g0, gs = np.mean(acc("grpo", 0)), np.mean(acc("grpo", top))
-        return f"GRPO final {g0:.3f} at s=0, {gs:.3f} at s={top}", g0 > gs
+        noise = _two_se(select(runs, "grpo", 0), select(runs, "grpo", top), metric)
+        return f"GRPO final {g0:.3f} at s=0, {gs:.3f} at s={top} (2 s.e. {noise:.3f})", _verdict(g0 - gs, noise)
     if k == "b":
         run = select(runs, "no_clip", top)[0]
         versions, rewards = batch_rewards(run)
@@ -351,8 +365,10 @@ def _observe(k, runs, top, metric):
                 f"{CLIP_DEVIATION}; clipped tokens {removed:.2f} vs kept {kept:.2f}", far > entropy[0])
     others = "".join(f", {o.upper()} s={top} {np.mean(acc(o, top)):.3f}" for o in ("grpo", "gspo", "tis")
                      if acc(o, top))
-    return (f"GRPO s=0 {np.mean(acc('grpo', 0)):.3f}{others}, M2PO s={top} {np.mean(acc('m2po', top)):.3f}",
-            np.mean(acc("m2po", top)) >= min(acc("grpo", 0)))  # e: within the range of on-policy GRPO's seeds
+    noise = _two_se(select(runs, "grpo", 0), select(runs, "m2po", top), metric)
+    gap = np.mean(acc("m2po", top)) - np.mean(acc("grpo", 0))  # e: "matches" = not worse beyond the noise
+    return (f"GRPO s=0 {np.mean(acc('grpo', 0)):.3f}{others}, M2PO s={top} {np.mean(acc('m2po', top)):.3f} "
+            f"(2 s.e. {noise:.3f})", gap >= -noise)
 
 
 def _observe_tau(tau_runs, metric):
@@ -376,7 +392,8 @@ def paper_vs_observed(runs, tau_runs=(), metric: str = "eval_greedy_acc", signat
         else:
             have = runs and all(select(runs, o, s) for o, s in NEEDS[k])
             seen = _observe(k, runs, max(r.config.staleness for r in runs), metric) if have else None
-        rows.append([k, PAPER[k], *((seen[0], "yes" if seen[1] else "no") if seen else ("not in these runs", "-"))])
+        verdict = lambda v: v if isinstance(v, str) else ("yes" if v else "no")
+        rows.append([k, PAPER[k], *((seen[0], verdict(seen[1])) if seen else ("not in these runs", "-"))])
     return rows
 
 
