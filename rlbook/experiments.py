@@ -45,7 +45,7 @@ STALENESS = {"smoke": [0, 16, 64], "cpu": [0, 16, 64, 256], "standard": [0, 4, 1
 SWEEP_OBJECTIVES = ("grpo", "no_clip", "m2po")
 AT_LARGEST_STALENESS = ("gspo", "tis")
 TAUS = (0.005, 0.02, 0.04, 0.08, 0.16)
-SEEDS = {"smoke": [0], "cpu": [0, 1], "standard": [0, 1, 2], "paper": [0]}
+SEEDS = {"smoke": [0], "cpu": [0, 1, 2], "standard": [0, 1, 2], "paper": [0]}
 # Lopti / AR variants (arXiv 2505.12929): name -> (ar_alpha, lopti_eta)
 LOPTI_VARIANTS = {"grpo": (0.0, 0.0), "ar": (0.3, 0.0), "lopti": (0.0, 0.5), "ar+lopti": (0.3, 0.5),
                   "lopti_reversed": (0.0, -0.5)}
