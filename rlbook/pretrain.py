@@ -115,6 +115,8 @@ def _train(config: WarmStartConfig, path: Path, progress: bool) -> None:
     set_cpu_threads()
     task = make_task(config.task, **config.task_params)
     model, tokenizer = build_model(config.preset, seed=config.seed)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    model.to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=0.0)
     eval_set = evaluation_problems(config.task, config.task_params, config.eval_size)
     budget = completion_budget(task, tokenizer)
@@ -124,7 +126,7 @@ def _train(config: WarmStartConfig, path: Path, progress: bool) -> None:
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(config, step)
         batch = trace_batch(tokenizer, task, task.generate(config.batch_size, seed=1_000_000 * (config.seed + 1) + step))
-        loss = sft_loss(model, *batch)
+        loss = sft_loss(model, *(t.to(device) for t in batch))
         optimizer.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
