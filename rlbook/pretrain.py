@@ -11,7 +11,6 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
-import math
 import shutil
 import time
 from dataclasses import asdict, dataclass, field

@@ -5,8 +5,6 @@ One token per character (newline and printable ASCII), plus <pad> and <eos>. Bec
 """
 from __future__ import annotations
 
-import string
-
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 

@@ -109,7 +109,6 @@ def merge_figure(traj, checkpoints: dict, method: str = "sma", n: int | None = N
 
 def merge_explorer(traj, checkpoints: dict):
     """Chapter 5: controls (method, N, EMA alpha, last merged step) over `merge_figure`."""
-    import ipywidgets as widgets
     def view(method, n, alpha, end):
         if sum(s <= end for s in traj.stable) < n:
             return print(f"fewer than {n} stable checkpoints end at step {end}: pick a smaller N or a later step")

@@ -43,5 +43,5 @@ def test_notebook_executes_in_smoke_profile(path, tmp_path_factory, monkeypatch)
     executed = json.loads(out.read_text())
     errors = [o for c in executed["cells"] if c["cell_type"] == "code" for o in c["outputs"] if o["output_type"] == "error"]
     assert not errors
-    figures = list((tmp_path_factory.getbasetemp() / "figures").glob(f"*/*.png"))
+    figures = list((tmp_path_factory.getbasetemp() / "figures").glob("*/*.png"))
     assert figures, "a chapter draws and saves at least one figure"

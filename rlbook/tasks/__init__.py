@@ -5,6 +5,8 @@ from .arithmetic import ArithmeticTask
 from .base import Problem, Score, Task
 from .knights_knaves import KnightsKnavesTask
 
+__all__ = ["ArithmeticTask", "KnightsKnavesTask", "Problem", "Score", "Task", "TASKS", "make_task"]
+
 TASKS = {"arithmetic": ArithmeticTask, "knights_knaves": KnightsKnavesTask}
 
 
