@@ -27,6 +27,15 @@ def parse_setting(text: str):
         return key, value
 
 
+def save_result(kind: str, tag: str, payload: dict) -> Path:
+    """Write a benchmark's result to bench/results/<kind>-<tag>-<commit>-<time>.json with the command and machine."""
+    env = environment()
+    out = Path(__file__).parent / "results" / f"{kind}-{tag}-{env['git_commit']}-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    write_json(out, {"command": " ".join(sys.argv), "environment": env, **payload})
+    print(f"wrote {out}")
+    return out
+
+
 def measure(profile: str, seed: int, changes: dict) -> dict:
     tic = time.time()
     run = run_or_load(grpo_from_scratch(profile, seed, **changes), progress=False, references=False)
@@ -53,11 +62,7 @@ def main() -> int:
     for p in args.profiles:
         gains = [r["gain_greedy"] for r in rows if r["profile"] == p]
         print(f"{p}: mean greedy gain {statistics.mean(gains):+.3f} over {len(gains)} seeds (min {min(gains):+.3f})")
-    env = environment()
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    out = Path(__file__).parent / "results" / f"learning_gain-{env['device'].split()[0]}-{env['git_commit']}-{stamp}.json"
-    write_json(out, {"command": " ".join(sys.argv), "overrides": changes, "environment": env, "rows": rows})
-    print(f"wrote {out}")
+    save_result("learning_gain", environment()["device"].split()[0], {"overrides": changes, "rows": rows})
     return 0
 
 

@@ -10,14 +10,13 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 from pathlib import Path
 
 from rlbook.experiments import stale_run
-from rlbook.runs import environment, run_or_load, write_json
+from rlbook.runs import run_or_load
 
 sys.path.insert(0, str(Path(__file__).parent))
-from learning_gain import parse_setting  # noqa: E402
+from learning_gain import parse_setting, save_result  # noqa: E402
 
 OBJECTIVES = ("grpo", "no_clip", "m2po")
 
@@ -53,10 +52,7 @@ def main() -> int:
         print(f"{t['objective']:<9} {t['staleness']:>4} {statistics.mean(t['base_greedy']):>11.3f} "
               f"{statistics.mean(t['final_greedy']):>12.3f} +- {sd:.3f} {100 * statistics.mean(t['clip_frac']):>7.3f} "
               f"{100 * statistics.mean(t['mask_frac']):>7.3f} {statistics.mean(t['minutes']):>7.2f}")
-    env = environment()
-    out = Path(__file__).parent / "results" / f"objectives_table-{args.profile}-{env['git_commit']}-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    write_json(out, {"command": " ".join(sys.argv), "overrides": changes, "environment": env, "table": table})
-    print(f"wrote {out}")
+    save_result("objectives_table", args.profile, {"overrides": changes, "table": table})
     return 0
 
 

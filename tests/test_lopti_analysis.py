@@ -17,12 +17,7 @@ TINY = dict(experiment="04_lopti", name="t", preset="nano-tiny", init="scratch",
             task_params={"num_people": [2, 3]}, group_size=4, max_new_tokens=8, eval_size=6)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_gradient_norm_formula_matches_autograd():

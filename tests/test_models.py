@@ -12,13 +12,7 @@ from rlbook.tokenizer import char_tokenizer
 IDS = torch.tensor([[2, 40, 50, 60, 70, 1], [68, 69, 70, 71, 72, 73]])
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny matrices: one thread is fastest, and avoids OpenMP spinning when the CPU is shared."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.mark.parametrize(

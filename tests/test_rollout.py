@@ -12,13 +12,7 @@ PROMPTS = ["1+2=", "47+385=", "999*999=", "5=", "A:~B&C B:A>C ?", "0"]  # differ
 EOS = 1
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny matrices: one thread is fastest, and avoids OpenMP spinning when the CPU is shared."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 class Biased(torch.nn.Module):

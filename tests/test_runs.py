@@ -18,13 +18,7 @@ def tiny(**changes) -> RunConfig:
     return RunConfig(**{**TINY, **changes})
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """The test machine is shared: one intra-op thread keeps a tiny run well under a second."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def snapshot(root):

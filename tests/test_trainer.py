@@ -39,13 +39,7 @@ def per_update(rows):
     return [row for row in rows if row["update"] > 0]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """The test machine is shared: two intra-op threads fighting other jobs make a 0.5 s run take 30 s."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 class ShapedTask:
