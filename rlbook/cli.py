@@ -40,6 +40,8 @@ def main(argv: list[str] | None = None) -> int:
                                 allow_abbrev=False)
     _add_config_flags(train)
     train.add_argument("--runs-dir", default=None, help="RunStore root (default: $RLBOOK_RUNS or ./runs)")
+    train.add_argument("--keep-superseded", action="store_true", help="replay a stored run of this config made by "
+                       "an older version of the code instead of training it anew")
     sweeping = commands.add_parser("sweep", help="run (or replay) a chapter's named sweep", allow_abbrev=False)
     sweeping.add_argument("name", help="grpo | staleness | tau | lopti")
     sweeping.add_argument("--profile", default="auto")
@@ -56,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     store = RunStore(args.runs_dir)
     try:
         if args.command == "train":
-            run = run_or_load(_config_from(args), store)
+            run = run_or_load(_config_from(args), store, keep_superseded=args.keep_superseded)
             last = run.metrics[-1] if run.metrics else {}
             print(f"{run.path}: {len(run.metrics)} updates, reward {last.get('reward', float('nan')):.3f}, "
                   f"greedy accuracy {last.get('eval_greedy_acc', float('nan')):.3f}")
@@ -68,12 +70,13 @@ def main(argv: list[str] | None = None) -> int:
                 run = run_or_load(config, store)
                 print(f"[{i}/{len(configs)}] {run.path}")
         else:
-            print(f"{'experiment':<14} {'run':<32} {'updates':>7} {'complete':>8} {'greedy acc':>10}  device")
+            print(f"{'experiment':<14} {'run':<32} {'updates':>7} {'complete':>8} {'greedy acc':>10} {'code':>9}  device")
             for run in store.runs(args.experiment):
                 rows, meta = run.metrics, run.meta
                 acc = [r["eval_greedy_acc"] for r in rows if "eval_greedy_acc" in r]
                 print(f"{run.path.parent.name:<14} {run.path.name:<32} {len(rows):>7} {str(meta.get('complete')):>8} "
-                      f"{acc[-1] if acc else float('nan'):>10.3f}  {meta.get('device', '?')}")
+                      f"{acc[-1] if acc else float('nan'):>10.3f} {'current' if run.current else f'v{run.training_version}':>9}"
+                      f"  {meta.get('device', '?')}")
     except (ValueError, FileNotFoundError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -5,6 +5,8 @@ import hashlib
 import json
 from dataclasses import MISSING, asdict, dataclass, field, fields
 
+from .versions import TRAINING_VERSION, WARM_START_VERSION
+
 FINETUNE = ("lora", "full")
 FUSED_RATIO = ("auto", "on", "off")
 INIT = ("warm", "scratch")
@@ -44,7 +46,8 @@ class RunConfig:
     fused_ratio: str = "auto"
     # evaluation and bookkeeping
     eval_every: int = 50
-    eval_size: int = 200
+    eval_size: int = 200  # the first eval_size problems of the fixed evaluation set (data/eval)
+    eval_samples: int = 4  # samples per problem for the sampled accuracy (greedy accuracy takes one)
     checkpoint_every: int = 50
     warm_start: dict = field(default_factory=dict)  # overrides for pretrain.WarmStartConfig
 
@@ -74,7 +77,7 @@ class RunConfig:
             raise ValueError("fused_ratio='on' cannot run objective 'gspo' (sequence-level, reference path only); "
                              "use fused_ratio='auto' or 'off'")
         positive = ("prompts_per_step", "total_updates", "updates_per_step", "epochs", "lr", "eval_every",
-                    "eval_size", "checkpoint_every", "lora_rank")
+                    "eval_size", "eval_samples", "checkpoint_every", "lora_rank")
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name}={getattr(self, name)!r} must be > 0")
@@ -112,7 +115,14 @@ class RunConfig:
     def to_dict(self) -> dict:
         return asdict(self)
 
-    def hash(self) -> str:
-        """Identity of a run: every field except its display name (so renaming does not retrain)."""
+    def identity(self) -> dict:
+        """What a run's result depends on: every field but the display names, and the versions of the code."""
         values = {k: v for k, v in asdict(self).items() if k not in ("name", "experiment")}
-        return hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()[:10]
+        values["training_version"] = TRAINING_VERSION
+        if self.init == "warm":
+            values["warm_start_version"] = WARM_START_VERSION
+        return values
+
+    def hash(self) -> str:
+        """Identity of a run as 10 hex digits (renaming a run does not retrain it; new code does)."""
+        return hashlib.sha256(json.dumps(self.identity(), sort_keys=True).encode()).hexdigest()[:10]

@@ -1,4 +1,8 @@
-"""Accuracy on a fixed evaluation set, greedy and sampled, plus the fixed sets themselves."""
+"""Accuracy on a fixed evaluation set, greedy and sampled; the fixed sets; a validation split disjoint from them.
+
+The evaluation set is only ever used to report results. Anything that selects (the warm start's early stopping)
+looks at the validation split instead: problems from another seed with every evaluation prompt removed.
+"""
 from __future__ import annotations
 
 import json
@@ -10,6 +14,7 @@ from .rollout import decode, sample
 from .tasks import Problem, make_task
 
 EVAL_SEED = 12345  # training problems come from seeds >= 1e6, so they never share a stream with evaluation
+VALIDATION_SEED = 54321
 EVAL_DIR = Path(__file__).resolve().parent.parent / "data" / "eval"
 # The fixed sets in data/eval/, written by data/make_eval_sets.py: file name -> (task, params, size)
 EVAL_SETS = {
@@ -28,6 +33,27 @@ def evaluation_problems(task_name: str, task_params: dict, n: int) -> list[Probl
     return make_task(task_name, **task_params).generate(n, seed=EVAL_SEED)
 
 
+def validation_problems(task_name: str, task_params: dict, n: int) -> list[Problem]:
+    """n problems for model selection, none of whose prompts is in the evaluation set."""
+    held_out = {p["prompt"] for p in evaluation_problems(task_name, task_params, max_eval_size(task_name, task_params))}
+    task, problems, seed = make_task(task_name, **task_params), [], VALIDATION_SEED
+    while len(problems) < n:
+        problems += [p for p in task.generate(2 * n, seed=seed) if p["prompt"] not in held_out]
+        seed += 1
+    return problems[:n]
+
+
+def max_eval_size(task_name: str, task_params: dict) -> int:
+    """Size of the fixed evaluation set of these task parameters (500 when none is shipped)."""
+    sizes = [size for name, params, size in EVAL_SETS.values() if name == task_name and params == task_params]
+    return max(sizes, default=500)
+
+
+def sampled_eval_seed(run_seed: int, update: int) -> int:
+    """A different sampling seed for every run seed and evaluation, so sampled accuracies are independent draws."""
+    return EVAL_SEED + 100_003 * (run_seed + 1) + update
+
+
 def completion_budget(task, tokenizer, n: int = 256) -> int:
     """max_new_tokens: 25% more than the longest trace (in tokens) of n problems, plus EOS."""
     traces = [task.trace(p) for p in task.generate(n, seed=EVAL_SEED + 1)]
@@ -37,12 +63,14 @@ def completion_budget(task, tokenizer, n: int = 256) -> int:
 
 @torch.no_grad()
 def accuracy(model, tokenizer, task, problems: list[Problem], max_new_tokens: int, temperature: float = 0.0,
-             seed: int = EVAL_SEED, batch_size: int = 256) -> float:
-    """Fraction of problems solved: greedy with temperature 0, else one sample each (seeded, reproducible)."""
+             seed: int = EVAL_SEED, samples: int = 1, batch_size: int = 256) -> float:
+    """Fraction of problems solved: greedy with temperature 0, else the mean over `samples` samples per problem
+    (seeded, reproducible)."""
     generator = torch.Generator(device=next(model.parameters()).device).manual_seed(seed)
     was_training = model.training
     model.eval()
     correct = 0
+    problems = [p for p in problems for _ in range(samples if temperature > 0 else 1)]
     for start in range(0, len(problems), batch_size):
         chunk = problems[start:start + batch_size]
         _, _, ids, mask, _ = sample(model, tokenizer, [p["prompt"] for p in chunk], max_new_tokens, temperature,

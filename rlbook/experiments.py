@@ -8,11 +8,11 @@ from .profiles import resolve_profile
 BASE = {
     "smoke": dict(preset="nano-tiny", task_params={"digits": [1, 2]}, prompts_per_step=16, group_size=8,
                   total_updates=150, eval_every=25, eval_size=200, lr=2e-3,
-                  warm_start=dict(lr=3e-3, batch_size=64, eval_size=100)),
+                  warm_start=dict(lr=3e-3, batch_size=64, validation_size=100)),
     "cpu": dict(preset="nano-small", prompts_per_step=16, group_size=8, total_updates=600, eval_every=50,
-                eval_size=300, lr=5e-4, warm_start=dict(eval_size=200)),
+                eval_size=300, lr=5e-4, warm_start=dict(validation_size=200)),
     "standard": dict(preset="nano-base", prompts_per_step=64, group_size=8, total_updates=800, eval_every=50,
-                     eval_size=500, lr=5e-4, warm_start=dict(lr=5e-4, eval_size=300)),
+                     eval_size=500, lr=5e-4, warm_start=dict(lr=5e-4, validation_size=300)),
     "paper": dict(preset="qwen3-1.7b", prompts_per_step=256, group_size=8, updates_per_step=4, total_updates=4000,
                   eval_every=100, eval_size=500, lr=1e-6, lora_rank=64, lora_alpha=128.0),
 }
@@ -52,7 +52,7 @@ LOPTI_VARIANTS = {"grpo": (0.0, 0.0), "ar": (0.3, 0.0), "lopti": (0.0, 0.5), "ar
 # K&K completions are long for a character model: the smoke profile runs only a few updates per variant (CI time).
 LOPTI_BUDGET = {"smoke": dict(total_updates=20, eval_every=10)}
 KNIGHTS_KNAVES = {"task": "knights_knaves", "task_params": {"num_people": [2, 3]},
-                  "warm_start": dict(lr=2e-3, batch_size=64, eval_size=100, max_steps=2000)}
+                  "warm_start": dict(lr=2e-3, batch_size=64, validation_size=100, max_steps=2000)}
 
 
 def staleness_sweep(profile: str = "auto") -> list[RunConfig]:

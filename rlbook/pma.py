@@ -69,7 +69,7 @@ class PMAConfig:
         return WarmStartConfig(preset=self.preset, task_params=self.task_params, seed=self.seed,
                                batch_size=self.batch_size, lr=self.lr, schedule="wsd", warmup_steps=self.warmup_steps,
                                decay_steps=self.decay_steps, target_accuracy=None, max_steps=self.max_steps,
-                               eval_every=self.max_steps, eval_size=self.eval_size,
+                               eval_every=self.max_steps, validation_size=self.eval_size,
                                checkpoint_every=self.checkpoint_every)
 
 

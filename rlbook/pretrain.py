@@ -1,8 +1,8 @@
 """Warm start: supervised training of a nano model on task traces, so the RL "base model" has headroom.
 
 The model trains on fresh problems every step (prompt + trace + EOS, loss on the trace) and stops as soon as its
-greedy accuracy on the fixed evaluation set reaches `target_accuracy` (accuracy jumps quickly, so a step count would
-give a different base model for every small change). Checkpoints along the trajectory are kept for chapter 5. The
+greedy accuracy on the validation split (never the evaluation set) reaches `target_accuracy` (accuracy jumps
+quickly, so a step count would give a different base model for every small change). Checkpoints along the trajectory are kept for chapter 5. The
 result is cached in the RunStore under `warmstart/`, saved with `save_pretrained` and loaded back with
 `from_pretrained`, the same path real checkpoints take.
 """
@@ -19,10 +19,11 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from .evaluate import accuracy, completion_budget, evaluation_problems
+from .evaluate import accuracy, completion_budget, validation_problems
 from .models import build_model, set_cpu_threads
 from .runs import RunStore, environment, reference_root, write_json
 from .tasks import make_task
+from .versions import WARM_START_VERSION
 
 SCHEDULES = ("constant", "wsd")
 
@@ -38,10 +39,10 @@ class WarmStartConfig:
     schedule: str = "constant"  # wsd: warmup-stable-decay (linear warmup, constant, linear decay to 0)
     warmup_steps: int = 20
     decay_steps: int = 0  # wsd: the last decay_steps of max_steps anneal the learning rate
-    target_accuracy: float | None = 0.3  # stop at this greedy eval accuracy (None: run max_steps)
+    target_accuracy: float | None = 0.3  # stop at this greedy accuracy on the validation split (None: run max_steps)
     max_steps: int = 3000
     eval_every: int = 25
-    eval_size: int = 200
+    validation_size: int = 200  # validation problems (disjoint from the evaluation set) for early stopping
     checkpoint_every: int = 0  # keep a checkpoint every this many steps (0: only the final model)
 
     def __post_init__(self):
@@ -49,11 +50,13 @@ class WarmStartConfig:
             raise ValueError(f"schedule={self.schedule!r}; choose one of: {', '.join(SCHEDULES)}")
         if self.target_accuracy is not None and not 0 < self.target_accuracy <= 1:
             raise ValueError(f"target_accuracy={self.target_accuracy}: must be in (0, 1] or None")
-        if min(self.batch_size, self.max_steps, self.eval_every, self.eval_size) <= 0 or self.lr <= 0:
-            raise ValueError("batch_size, max_steps, eval_every, eval_size and lr must be > 0")
+        if min(self.batch_size, self.max_steps, self.eval_every, self.validation_size) <= 0 or self.lr <= 0:
+            raise ValueError("batch_size, max_steps, eval_every, validation_size and lr must be > 0")
 
     def key(self) -> str:
-        digest = hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:10]
+        """Cache key: the preset, the task and a digest of every setting and of the warm-start code's version."""
+        values = {**asdict(self), "warm_start_version": WARM_START_VERSION}
+        digest = hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()[:10]
         return f"{self.preset}-{self.task}-{digest}"
 
 
@@ -117,7 +120,7 @@ def _train(config: WarmStartConfig, path: Path, progress: bool) -> None:
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     model.to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=0.0)
-    eval_set = evaluation_problems(config.task, config.task_params, config.eval_size)
+    validation = validation_problems(config.task, config.task_params, config.validation_size)
     budget = completion_budget(task, tokenizer)
     start, rows, tokens = time.time(), [], 0
     bar = tqdm(range(config.max_steps), desc=f"warm start {config.preset} on {config.task}", disable=not progress)
@@ -134,21 +137,21 @@ def _train(config: WarmStartConfig, path: Path, progress: bool) -> None:
         row = {"step": step + 1, "loss": loss.item(), "lr": optimizer.param_groups[0]["lr"], "tokens": tokens}
         done = step + 1 == config.max_steps
         if (step + 1) % config.eval_every == 0 or done:
-            row["eval_greedy_acc"] = accuracy(model, tokenizer, task, eval_set, budget)
-            bar.set_postfix(loss=f"{row['loss']:.3f}", acc=f"{row['eval_greedy_acc']:.2f}")
-            done = done or (config.target_accuracy is not None and row["eval_greedy_acc"] >= config.target_accuracy)
+            row["val_greedy_acc"] = accuracy(model, tokenizer, task, validation, budget)
+            bar.set_postfix(loss=f"{row['loss']:.3f}", val_acc=f"{row['val_greedy_acc']:.2f}")
+            done = done or (config.target_accuracy is not None and row["val_greedy_acc"] >= config.target_accuracy)
         if config.checkpoint_every and (step + 1) % config.checkpoint_every == 0:
             save(model, tokenizer, path / "checkpoints" / f"step-{step + 1:06d}")
         rows.append(row)
         if done:
             break
-    if config.target_accuracy is not None and rows[-1].get("eval_greedy_acc", 0) < config.target_accuracy:
+    if config.target_accuracy is not None and rows[-1].get("val_greedy_acc", 0) < config.target_accuracy:
         raise RuntimeError(f"warm start did not reach accuracy {config.target_accuracy} in {config.max_steps} steps "
-                           f"(last {rows[-1].get('eval_greedy_acc')}); raise max_steps or lr")
+                           f"(last validation accuracy {rows[-1].get('val_greedy_acc')}); raise max_steps or lr")
     save(model, tokenizer, path / "final")
     (path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     write_json(path / "meta.json", {"complete": True, "wall_time_s": round(time.time() - start, 1), "steps": len(rows),
-                                    "final_greedy_acc": rows[-1].get("eval_greedy_acc"), **environment()})
+                                    "final_val_greedy_acc": rows[-1].get("val_greedy_acc"), **environment()})
 
 
 def save(model, tokenizer, directory: Path) -> None:

@@ -13,10 +13,16 @@ import os
 import platform
 import subprocess
 import tempfile
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 from .config import RunConfig
+from .versions import TRAINING_VERSION
+
+
+class SupersededRunWarning(UserWarning):
+    """A stored run has this config but was made by another version of the code."""
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -109,6 +115,16 @@ class Run:
     def complete(self) -> bool:
         return bool(self.meta.get("complete"))
 
+    @property
+    def training_version(self) -> int:
+        """The TRAINING_VERSION of the code that made this run (1: made before runs recorded it)."""
+        return int(self.meta.get("training_version", 1))
+
+    @property
+    def current(self) -> bool:
+        """Made by this code: its directory carries the hash that this code gives its config."""
+        return self.path.name.endswith(f"-{self.config.hash()}")
+
     def series(self, key: str) -> tuple[list[int], list[float]]:
         """(updates, values) of one metric, skipping rows where it was not recorded."""
         rows = [r for r in self.metrics if r.get(key) is not None]
@@ -138,22 +154,32 @@ class RunStore:
         matches = sorted((self.root / config.experiment).glob(f"*-{config.hash()}"))
         return Run(matches[0]) if matches else None
 
+    def superseded(self, config: RunConfig) -> list[Run]:
+        """Stored runs with the same settings as config but made by other code (another version, another hash)."""
+        same = {k: v for k, v in config.to_dict().items() if k not in ("name", "experiment")}
+        return [run for run in self.runs(config.experiment) if not run.path.name.endswith(f"-{config.hash()}")
+                and {k: v for k, v in run.config.to_dict().items() if k not in ("name", "experiment")} == same]
+
     def create(self, config: RunConfig) -> Run:
         run = Run(self.root / config.experiment / f"{config.name}-{config.hash()}")
         run.path.mkdir(parents=True, exist_ok=False)
         write_json(run.path / "config.json", config.to_dict())
         return run
 
-    def runs(self, experiment: str | None = None) -> list[Run]:
+    def runs(self, experiment: str | None = None, current_only: bool = False) -> list[Run]:
+        """Every stored run (of one experiment), or only those made by this version of the code."""
         pattern = f"{experiment}/*/config.json" if experiment else "*/*/config.json"
-        return [Run(p.parent) for p in sorted(self.root.glob(pattern))]
+        runs = [Run(p.parent) for p in sorted(self.root.glob(pattern))]
+        return [run for run in runs if run.current] if current_only else runs
 
 
 def run_or_load(config: RunConfig, store: RunStore | None = None, progress: bool = True,
-                references: bool = True) -> Run:
+                references: bool = True, keep_superseded: bool = False) -> Run:
     """Replay a finished run at once, resume an interrupted one, or train a new one (with a progress bar).
 
-    With `references`, a finished reference run shipped in data/runs with the same config is replayed too.
+    With `references`, a finished reference run shipped in data/runs with the same config is replayed too. A run
+    with the same config made by another version of the code is never replayed as current: a warning names it and
+    the run is trained anew, unless `keep_superseded` asks to replay it (the warning still says so).
     """
     from .trainer import train
 
@@ -163,6 +189,17 @@ def run_or_load(config: RunConfig, store: RunStore | None = None, progress: bool
         reference = RunStore(reference_root()).find(config)
         if reference is not None and reference.complete:
             return reference
+    if run is None:
+        stores = [store, RunStore(reference_root())] if references else [store]
+        older = [r for s in stores for r in s.superseded(config) if r.complete]
+        if older:
+            what = (f"{older[0].path} has this config but was made by training version {older[0].training_version} "
+                    f"(this code: {TRAINING_VERSION})")
+            if keep_superseded:
+                warnings.warn(f"{what}; replaying it as asked (keep_superseded)", SupersededRunWarning, stacklevel=2)
+                return older[0]
+            warnings.warn(f"{what}; training it anew (keep_superseded=True, or --keep-superseded, replays the old "
+                          "one instead)", SupersededRunWarning, stacklevel=2)
     if run is not None and run.complete:
         return run
     if run is None:

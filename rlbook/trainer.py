@@ -17,7 +17,7 @@ from tqdm.auto import tqdm
 
 from .advantages import group_advantages, zero_variance_fraction
 from .config import RunConfig
-from .evaluate import EVAL_SEED, accuracy, completion_budget, evaluation_problems
+from .evaluate import accuracy, completion_budget, evaluation_problems, sampled_eval_seed
 from .models import add_lora, build_model, get_preset, load_pretrained, set_cpu_threads
 from .objectives import advantage_reweight, lopti_stages, policy_loss
 from .ops import fused_policy_loss, reference_token_logprobs
@@ -27,6 +27,7 @@ from .runs import Run, RunStore, environment
 from .staleness import queue_depth
 from .tasks import make_task
 from .token_stats import summarize
+from .versions import TRAINING_VERSION
 
 PROXIMAL_OBJECTIVES = ("tis", "decoupled")  # they need the policy of the step's start (recomputed once per step)
 warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*")
@@ -158,7 +159,8 @@ def train(config: RunConfig, run: Run, progress: bool = True) -> None:
         generator.set_state(state["generator"])
         update, queue = state["update"], deque(state["queue"])
     run.truncate(update if update else -1)  # rows past the checkpoint (or of a run killed before one) are re-made
-    run.update_meta(complete=False, resumed_at=update or None, fused_ratio=fused, **environment())
+    run.update_meta(complete=False, resumed_at=update or None, fused_ratio=fused, training_version=TRAINING_VERSION,
+                    **environment())
 
     def sample_batch(step: int) -> Rollout:
         problems = task.generate(config.prompts_per_step, seed=1_000_000 * (config.seed + 1) + step)
@@ -168,9 +170,14 @@ def train(config: RunConfig, run: Run, progress: bool = True) -> None:
     while len(queue) < depth and update == 0:  # the first s updates train on rollouts of the base model
         queue.append(sample_batch(-1 - len(queue)))
     start_time = time.time() - run.meta.get("wall_time_s", 0.0)
+    def evaluation(after_update: int) -> dict:
+        return {"eval_greedy_acc": accuracy(model, tokenizer, task, eval_set, max_new),
+                "eval_sampled_acc": accuracy(model, tokenizer, task, eval_set, max_new, config.temperature,
+                                             seed=sampled_eval_seed(config.seed, after_update),
+                                             samples=config.eval_samples)}
+
     if update == 0:  # the base model's accuracy, as row 0
-        run.append({"update": 0, "eval_greedy_acc": accuracy(model, tokenizer, task, eval_set, max_new),
-                    "eval_sampled_acc": accuracy(model, tokenizer, task, eval_set, max_new, config.temperature)})
+        run.append({"update": 0, **evaluation(0)})
     bar = tqdm(total=config.total_updates, initial=update, desc=f"{config.name} ({config.objective}, s={config.staleness})",
                disable=not progress)
     for step in range(update // per_batch, total_steps):
@@ -194,9 +201,7 @@ def train(config: RunConfig, run: Run, progress: bool = True) -> None:
                 update += 1
                 row["tokens_per_s"] = mini.response_mask.sum().item() / (time.time() - tic)
                 if update % config.eval_every == 0 or update == config.total_updates:
-                    row["eval_greedy_acc"] = accuracy(model, tokenizer, task, eval_set, max_new)
-                    row["eval_sampled_acc"] = accuracy(model, tokenizer, task, eval_set, max_new, config.temperature,
-                                                       seed=EVAL_SEED + update)
+                    row.update(evaluation(update))
                 row["wall_time_s"] = time.time() - start_time
                 run.append(row)
                 bar.update(1)

@@ -12,6 +12,7 @@ import torch
 
 import rlbook.runs
 import rlbook.trainer
+from rlbook.evaluate import sampled_eval_seed
 from rlbook.config import RunConfig
 from rlbook.objectives import OBJECTIVES
 from rlbook.runs import Run, RunStore, run_or_load
@@ -447,9 +448,9 @@ def test_eval_rows(tmp_path, shaped):
         evaluated = row["update"] in (0, 2, 4, 5)  # row 0: the base model
         for key in ("eval_greedy_acc", "eval_sampled_acc"):
             assert (key in row) == evaluated, (row["update"], key)
-            if evaluated:
-                value = row[key]
-                assert 0 <= value <= 1 and (value * config.eval_size).is_integer()
+            if evaluated:  # greedy: one answer per problem; sampled: eval_samples answers per problem
+                value, answers = row[key], config.eval_size * (1 if key == "eval_greedy_acc" else config.eval_samples)
+                assert 0 <= value <= 1 and (value * answers).is_integer()
 
 
 def test_fresh_run_starts_with_the_base_model_row(tmp_path, shaped):
@@ -459,15 +460,16 @@ def test_fresh_run_starts_with_the_base_model_row(tmp_path, shaped):
     assert [r["update"] for r in rows] == [0, 1, 2]
     first = rows[0]
     assert set(first) == {"update", "eval_greedy_acc", "eval_sampled_acc"} and "loss" not in first
-    for key in ("eval_greedy_acc", "eval_sampled_acc"):
-        assert 0 <= first[key] <= 1 and (first[key] * config.eval_size).is_integer(), key
+    for key, answers in (("eval_greedy_acc", config.eval_size), ("eval_sampled_acc", config.eval_size * 4)):
+        assert 0 <= first[key] <= 1 and (first[key] * answers).is_integer(), key
     # it is the accuracy of the model the run starts from
     torch.manual_seed(config.seed)  # as train() does before building the model
     base, tokenizer = rlbook.trainer.init_policy(config, progress=False)
     task = ShapedTask(make_task(config.task, **config.task_params))
     problems = rlbook.trainer.evaluation_problems(config.task, config.task_params, config.eval_size)
     greedy = rlbook.trainer.accuracy(base, tokenizer, task, problems, config.max_new_tokens)
-    sampled = rlbook.trainer.accuracy(base, tokenizer, task, problems, config.max_new_tokens, config.temperature)
+    sampled = rlbook.trainer.accuracy(base, tokenizer, task, problems, config.max_new_tokens, config.temperature,
+                                      seed=sampled_eval_seed(config.seed, 0), samples=config.eval_samples)
     assert first["eval_greedy_acc"] == greedy and first["eval_sampled_acc"] == sampled
 
 
