@@ -10,7 +10,7 @@ BASE = {
                   total_updates=150, eval_every=25, eval_size=200, lr=2e-3,
                   warm_start=dict(lr=3e-3, batch_size=64, validation_size=100)),
     "cpu": dict(preset="nano-small", prompts_per_step=16, group_size=8, total_updates=600, eval_every=50,
-                eval_size=300, lr=5e-4, warm_start=dict(validation_size=200)),
+                eval_size=500, lr=5e-4, warm_start=dict(validation_size=200)),
     "standard": dict(preset="nano-base", prompts_per_step=64, group_size=8, total_updates=800, eval_every=50,
                      eval_size=500, lr=5e-4, warm_start=dict(lr=5e-4, validation_size=300)),
     "paper": dict(preset="qwen3-1.7b", prompts_per_step=256, group_size=8, updates_per_step=4, total_updates=4000,

@@ -1,0 +1,86 @@
+"""Calibration pilots: short runs that look for settings where each chapter's effect can show (not a test).
+
+    python bench/pilots.py ch1 [--part 0/2]      # two processes: --part 0/2 and --part 1/2
+    python bench/pilots.py --list
+
+Each pilot is a named change to a chapter's cpu-profile config, trained through the RunStore under
+runs/pilots (a finished pilot replays, an interrupted one resumes). The summary (score = mean of the last 3
+evaluations, gain over the base, wall time, drift and clip statistics) is printed and written to
+bench/results/pilots-<set>-<commit>-<time>.json. What the pilots showed, and what was chosen, is in the README's
+calibration note.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from learning_gain import save_result  # noqa: E402
+
+from rlbook import stats  # noqa: E402
+from rlbook.experiments import grpo_from_scratch, stale_run  # noqa: E402
+from rlbook.runs import RunStore, default_root, run_or_load  # noqa: E402
+
+PILOT_UPDATES = 400
+
+
+def ch1(seed: int, **changes):
+    return grpo_from_scratch("cpu", seed, total_updates=PILOT_UPDATES, **changes)
+
+
+# name -> list of (label, config)
+SETS = {
+    # Chapter 1: what learns fastest and furthest in 400 updates of nano-small on arithmetic?
+    "ch1": lambda: [
+        ("lora lr5e-4 16x8", ch1(0)),
+        ("lora lr1e-3 32x8", ch1(0, lr=1e-3, prompts_per_step=32)),
+        ("lora lr2e-3 32x8", ch1(0, lr=2e-3, prompts_per_step=32)),
+        ("full lr1e-4 16x8", ch1(0, finetune="full", lr=1e-4)),
+        ("full lr3e-4 16x8", ch1(0, finetune="full", lr=3e-4)),
+        ("full lr3e-4 32x8", ch1(0, finetune="full", lr=3e-4, prompts_per_step=32)),
+    ],
+}
+
+
+def summarize(label: str, run) -> dict:
+    rows = [r for r in run.metrics if r["update"] > 0]
+    mean = lambda key: statistics.fmean(r[key] for r in rows if r.get(key) is not None) if rows else float("nan")
+    c = run.config
+    return {"label": label, "run": run.path.name, "seed": c.seed, "objective": c.objective, "staleness": c.staleness,
+            "finetune": c.finetune, "lr": c.lr, "prompts_per_step": c.prompts_per_step,
+            "updates_per_step": c.updates_per_step, "total_updates": c.total_updates,
+            "base": stats.base_score(run), "score": stats.score(run), "gain": stats.score(run) - stats.base_score(run),
+            "sampled_base": stats.base_score(run, "eval_sampled_acc"), "sampled_score": stats.score(run, "eval_sampled_acc"),
+            "greedy_curve": stats.evaluations(run)[1], "wall_time_s": run.meta.get("wall_time_s"),
+            "m2": mean("m2"), "clip_frac": mean("clip_frac_low") + mean("clip_frac_high"), "mask_frac": mean("mask_frac"),
+            "zero_std_frac": mean("zero_std_frac"), "device": run.meta.get("device")}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("set", nargs="?", choices=sorted(SETS))
+    parser.add_argument("--part", default="0/1", help="i/n: run every n-th pilot starting at i (share two cores)")
+    parser.add_argument("--list", action="store_true")
+    args = parser.parse_args()
+    if args.list or args.set is None:
+        for name, make in SETS.items():
+            print(name, [label for label, _ in make()])
+        return
+    index, parts = map(int, args.part.split("/"))
+    store = RunStore(default_root() / "pilots")
+    pilots = SETS[args.set]()[index::parts]
+    results = []
+    for label, config in pilots:
+        run = run_or_load(config.replace(experiment=f"pilots-{args.set}"), store, references=False)
+        results.append(summarize(label, run))
+        r = results[-1]
+        print(f"{label:<28} base {r['base']:.3f} -> {r['score']:.3f} (gain {r['gain']:+.3f}; sampled "
+              f"{r['sampled_base']:.3f} -> {r['sampled_score']:.3f})  {r['wall_time_s']:.0f} s  m2 {r['m2']:.4f}  "
+              f"clip {100 * r['clip_frac']:.2f}%  mask {100 * r['mask_frac']:.2f}%", flush=True)
+    save_result("pilots", f"{args.set}-part{index}of{parts}", {"pilots": results})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,98 @@
+"""Scores and verdicts: how a chapter turns runs into "reproduced", "not reproduced" or "within noise".
+
+A run's score is the mean of its last few evaluations (never its peak: the max of noisy evaluations is biased
+upward). A claim compares seed means: each side is a mean over seeds with its standard error, a difference has the
+standard error sqrt(se_a^2 + se_b^2), and a signature is
+
+- "reproduced" when the effect has the paper's sign and exceeds 2 standard errors (and any stated margin),
+- "not reproduced" when it has the opposite sign beyond 2 standard errors,
+- "within noise" otherwise.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+REPRODUCED, NOT_REPRODUCED, WITHIN_NOISE = "reproduced", "not reproduced", "within noise"
+LAST_EVALS = 3  # a run's score: the mean of its last 3 evaluations
+
+
+def evaluations(run, metric: str = "eval_greedy_acc") -> tuple[list[int], list[float]]:
+    """(updates, values) of a run's evaluations after training began (row 0, the base model, excluded)."""
+    updates, values = run.series(metric)
+    kept = [(u, v) for u, v in zip(updates, values) if u > 0]
+    return [u for u, _ in kept], [v for _, v in kept]
+
+
+def base_score(run, metric: str = "eval_greedy_acc") -> float:
+    """The base model's evaluation (row 0 of every run)."""
+    updates, values = run.series(metric)
+    if not updates or updates[0] != 0:
+        raise ValueError(f"{run.path}: no base-model row (update 0) for {metric}")
+    return values[0]
+
+
+def score(run, metric: str = "eval_greedy_acc", last: int = LAST_EVALS) -> float:
+    """The mean of a run's last `last` evaluations."""
+    values = evaluations(run, metric)[1]
+    if not values:
+        raise ValueError(f"{run.path}: no evaluation of {metric} after update 0")
+    return sum(values[-last:]) / len(values[-last:])
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A mean over seeds with its standard error (0 for a single seed: report n alongside)."""
+    mean: float
+    se: float
+    n: int
+
+    def __sub__(self, other: "Estimate") -> "Estimate":
+        return Estimate(self.mean - other.mean, math.hypot(self.se, other.se), min(self.n, other.n))
+
+    def __str__(self) -> str:
+        return f"{self.mean:.3f} ± {self.se:.3f} (n={self.n})"
+
+
+def estimate(values) -> Estimate:
+    """Mean and standard error (sample standard deviation / sqrt(n)) of per-seed values."""
+    values = [float(v) for v in values]
+    if not values:
+        raise ValueError("no values to estimate from (no runs for this cell?)")
+    n, mean = len(values), sum(values) / len(values)
+    se = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1) / n) if n > 1 else 0.0
+    return Estimate(mean, se, n)
+
+
+def verdict(effect: Estimate, sign: int = 1, margin: float = 0.0) -> str:
+    """The paper says `sign * effect > margin`: reproduced beyond 2 s.e., refuted beyond 2 s.e., else noise.
+
+    With a single seed there is no standard error, so nothing is ever "reproduced" from one run.
+    """
+    if sign not in (1, -1):
+        raise ValueError(f"sign={sign}: the paper's direction is +1 or -1")
+    signed = sign * effect.mean
+    if effect.n < 2:
+        return WITHIN_NOISE
+    if signed > margin and signed > 2 * effect.se:
+        return REPRODUCED
+    if signed < 0 and -signed > 2 * effect.se:
+        return NOT_REPRODUCED
+    return WITHIN_NOISE
+
+
+def matches(effect: Estimate, bound: float) -> str:
+    """The paper says two things match (a difference near 0): an equivalence test at 2 standard errors.
+
+    Reproduced when the whole interval mean ± 2 s.e. lies inside ±bound; not reproduced when it lies wholly
+    outside; within noise otherwise (a match between two imprecise estimates is not a match).
+    """
+    if bound <= 0:
+        raise ValueError(f"bound={bound}: the largest difference that still counts as a match must be > 0")
+    if effect.n < 2:
+        return WITHIN_NOISE
+    if abs(effect.mean) + 2 * effect.se <= bound:
+        return REPRODUCED
+    if abs(effect.mean) - 2 * effect.se > bound:
+        return NOT_REPRODUCED
+    return WITHIN_NOISE
