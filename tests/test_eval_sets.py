@@ -105,3 +105,14 @@ def test_missing_files_fall_back_to_generation(tmp_path, monkeypatch):
     monkeypatch.setattr(evaluate, "EVAL_DIR", tmp_path)
     name, params, _ = EVAL_SETS["arithmetic"]
     assert evaluation_problems(name, params, 20) == make_task(name, **params).generate(20, seed=EVAL_SEED)
+
+
+@pytest.mark.parametrize("name, params", [("arithmetic", {}), ("arithmetic", {"digits": [1, 2]}),
+                                          ("knights_knaves", {"num_people": [2, 3]})])
+def test_validation_split_is_disjoint_from_the_evaluation_set(name, params):
+    from rlbook.evaluate import max_eval_size, validation_problems
+
+    evaluation = {p["prompt"] for p in evaluation_problems(name, params, max_eval_size(name, params))}
+    validation = validation_problems(name, params, 150)
+    assert len(validation) == 150 and not evaluation & {p["prompt"] for p in validation}
+    assert validation == validation_problems(name, params, 150)  # reproducible

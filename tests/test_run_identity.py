@@ -1,0 +1,73 @@
+"""Results know the code that made them: a run stored by another version of the code is never replayed as current."""
+import pytest
+
+import rlbook.config
+import rlbook.trainer
+from rlbook.config import RunConfig
+from rlbook.runs import RunStore, SupersededRunWarning, run_or_load
+from rlbook.versions import TRAINING_VERSION
+
+TINY = dict(experiment="t", preset="nano-tiny", init="scratch", prompts_per_step=4, group_size=4, total_updates=2,
+            eval_every=2, eval_size=8, max_new_tokens=6)
+
+
+def stored_by_older_code(store, config, monkeypatch):
+    """A finished run of config as the previous TRAINING_VERSION would have stored it."""
+    with monkeypatch.context() as m:
+        m.setattr(rlbook.config, "TRAINING_VERSION", TRAINING_VERSION - 1)
+        run = store.create(config)
+    run.append({"update": 0, "eval_greedy_acc": 0.5})
+    run.update_meta(complete=True, training_version=TRAINING_VERSION - 1)
+    return run
+
+
+@pytest.fixture
+def fake_train(monkeypatch):
+    trained = []
+
+    def train(config, run, progress=True):
+        trained.append(run.path)
+        run.update_meta(complete=True, training_version=TRAINING_VERSION)
+
+    monkeypatch.setattr(rlbook.trainer, "train", train)
+    return trained
+
+
+def test_the_code_version_is_part_of_the_identity(monkeypatch):
+    config = RunConfig(**TINY)
+    now = config.hash()
+    monkeypatch.setattr(rlbook.config, "TRAINING_VERSION", TRAINING_VERSION + 1)
+    assert config.hash() != now
+    assert config.identity()["training_version"] == TRAINING_VERSION + 1
+
+
+def test_warm_start_version_only_counts_for_warm_started_runs(monkeypatch):
+    warm, scratch = RunConfig(**{**TINY, "init": "warm"}), RunConfig(**TINY)
+    before = warm.hash(), scratch.hash()
+    monkeypatch.setattr(rlbook.config, "WARM_START_VERSION", 99)
+    assert warm.hash() != before[0] and scratch.hash() == before[1]
+
+
+def test_a_superseded_run_is_named_and_trained_anew(tmp_path, monkeypatch, fake_train):
+    store, config = RunStore(tmp_path), RunConfig(**TINY)
+    old = stored_by_older_code(store, config, monkeypatch)
+    assert not old.current and old.training_version == TRAINING_VERSION - 1
+    assert store.find(config) is None and store.superseded(config) == [old]
+    with pytest.warns(SupersededRunWarning, match=f"made by training version {TRAINING_VERSION - 1}.*anew"):
+        run = run_or_load(config, store, progress=False, references=False)
+    assert run.path != old.path and fake_train == [run.path] and run.current
+    assert store.runs(current_only=True) == [run] and len(store.runs()) == 2
+
+
+def test_a_superseded_run_is_replayed_only_when_asked(tmp_path, monkeypatch, fake_train):
+    store, config = RunStore(tmp_path), RunConfig(**TINY)
+    old = stored_by_older_code(store, config, monkeypatch)
+    with pytest.warns(SupersededRunWarning, match="replaying it as asked"):
+        run = run_or_load(config, store, progress=False, references=False, keep_superseded=True)
+    assert run.path == old.path and fake_train == []
+
+
+def test_a_run_with_other_settings_is_not_superseded(tmp_path, monkeypatch):
+    store, config = RunStore(tmp_path), RunConfig(**TINY)
+    stored_by_older_code(store, config.replace(seed=1), monkeypatch)
+    assert store.superseded(config) == []
