@@ -27,7 +27,13 @@ PILOT_UPDATES = 400
 
 
 def ch1(seed: int, **changes):
-    return grpo_from_scratch("cpu", seed, total_updates=PILOT_UPDATES, **changes)
+    return grpo_from_scratch("cpu", seed, **{"total_updates": PILOT_UPDATES, **changes})
+
+
+def ch2(objective: str, staleness: int, seed: int = 0, **changes):
+    """Chapter 2 pilots: 64 prompts x 8 per rollout batch, 4 updates of 16 x 8 each (chapter 1's update size)."""
+    values = {"total_updates": PILOT_UPDATES, "prompts_per_step": 64, "lr": 1e-3, **changes}
+    return stale_run("cpu", objective, staleness, seed, **values)
 
 
 # name -> list of (label, config)
@@ -40,6 +46,22 @@ SETS = {
         ("full lr1e-4 16x8", ch1(0, finetune="full", lr=1e-4)),
         ("full lr3e-4 16x8", ch1(0, finetune="full", lr=3e-4)),
         ("full lr3e-4 32x8", ch1(0, finetune="full", lr=3e-4, prompts_per_step=32)),
+    ],
+    # Chapter 1, round 2: the best of round 1 run twice as long (is +0.20 within reach in 5 minutes?)
+    "ch1-long": lambda: [
+        ("lora lr5e-4 16x8 800u", ch1(0, total_updates=800)),
+        ("full lr1e-4 16x8 800u", ch1(0, finetune="full", lr=1e-4, total_updates=800)),
+        ("lora lr1e-3 16x8 800u", ch1(0, lr=1e-3, total_updates=800)),
+        ("full lr2e-4 16x8 800u", ch1(0, finetune="full", lr=2e-4, total_updates=800)),
+    ],
+    # Chapter 2: how far does the policy drift (M2 of stale data) per update of lag, and does staleness hurt?
+    "stale": lambda: [
+        ("grpo s0", ch2("grpo", 0)),
+        ("grpo s48", ch2("grpo", 48)),
+        ("grpo s8", ch2("grpo", 8)),
+        ("no_clip s48", ch2("no_clip", 48)),
+        ("grpo s24", ch2("grpo", 24)),
+        ("m2po s48", ch2("m2po", 48)),
     ],
 }
 
