@@ -130,7 +130,8 @@ def test_inplace_grad_overwrites_logits(triton):
     ref_loss, _ = reference_policy_loss(ref_out, ids, blogp, adv, mask, "grpo")
     ref_loss.backward()
     out = hidden @ head + logits  # the add saves nothing, so the buffer may be overwritten
-    loss, _ = fused_policy_loss(out, ids, blogp, adv, mask, "grpo", backend="triton", block_v=BLOCK)
+    loss, _ = fused_policy_loss(out, ids, blogp, adv, mask, "grpo", backend="triton", block_v=BLOCK,
+                                inplace_grad=True)
     grad, = torch.autograd.grad(loss, hidden)
     torch.testing.assert_close(grad, hidden.grad, **CHUNK_TOL)
     torch.testing.assert_close(out, ref_out.grad, **GRAD_TOL[torch.float32])  # the buffer now holds the gradient
@@ -140,7 +141,8 @@ def test_inplace_grad_refused_when_logits_are_saved(triton):
     logits, ids, blogp, adv, mask, _ = batch(4, 1000)
     leaf = logits.clone().requires_grad_()
     capped = torch.tanh(leaf)  # tanh saves its output for its backward: overwriting it must fail loudly
-    loss, _ = fused_policy_loss(capped, ids, blogp, adv, mask, "grpo", backend="triton", block_v=BLOCK)
+    loss, _ = fused_policy_loss(capped, ids, blogp, adv, mask, "grpo", backend="triton", block_v=BLOCK,
+                                inplace_grad=True)
     with pytest.raises(RuntimeError, match="inplace"):
         loss.backward()
 
@@ -201,3 +203,93 @@ def test_auto_on_cpu_is_the_reference():
     logits, ids, *_ = batch(6, 100)
     got = token_logprobs(logits, ids)  # backend="auto": CPU tensors take the PyTorch reference
     assert all(torch.equal(a, b) for a, b in zip(got, reference_token_logprobs(logits, ids)))
+
+
+# ---- safe defaults (issue 10 item 5), the temperature inside the op, rows without a gradient, edge cases ----
+
+def test_default_gradient_leaves_the_logits_alone(triton):
+    logits, ids, blogp, adv, mask, _ = batch(6, 1000)
+    out = logits.clone().requires_grad_() * 1.0  # a non-leaf the caller still reads after the backward
+    before = out.detach().clone()
+    fused_policy_loss(out, ids, blogp, adv, mask, "grpo", backend="triton", block_v=BLOCK)[0].backward()
+    assert torch.equal(out.detach(), before)
+
+
+def test_inplace_grad_refuses_a_leaf(triton):
+    logits, ids, blogp, adv, mask, _ = batch(4, 1000)
+    with pytest.raises(ValueError, match="leaf"):
+        fused_policy_loss(logits.clone().requires_grad_(), ids, blogp, adv, mask, "grpo", backend="triton",
+                          inplace_grad=True)
+
+
+@pytest.mark.parametrize("bad", [-100, 1000])
+@pytest.mark.parametrize("backend", ["torch", "triton"])
+def test_ids_out_of_range_raise(triton, bad, backend):
+    logits, ids, *_ = batch(4, 1000)
+    ids[2] = bad
+    for call in (lambda: token_logprobs(logits, ids, backend=backend), lambda: reference_token_logprobs(logits, ids),
+                 lambda: chunked_token_logprobs(torch.randn(4, 8), torch.randn(1000, 8), ids, backend=backend)):
+        with pytest.raises(ValueError, match="out of range"):
+            call()
+
+
+@pytest.mark.parametrize("backend", ["torch", "triton"])
+def test_minus_inf_logits_give_finite_entropy(triton, backend):
+    logits, ids, *_ = batch(3, 1000)
+    logits[:, 500:] = float("-inf")
+    ids = ids % 500
+    logp, entropy = token_logprobs(logits, ids, backend=backend, block_v=BLOCK)
+    ref_logp, ref_entropy = reference_token_logprobs(logits[:, :500], ids)
+    assert torch.isfinite(entropy).all() and torch.isfinite(logp).all()
+    torch.testing.assert_close((logp, entropy), (ref_logp, ref_entropy), **STATS_TOL)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("n, v", [(1, 1000), (9, 4099)])
+def test_temperature_inside_the_op(triton, dtype, n, v):
+    """logits / T is never made: the kernels scale as they read; values and gradients match the reference on x / T."""
+    logits, ids, blogp, adv, mask, _ = batch(n, v, torch.float32)
+    logits = logits.to(dtype)
+    args = (ids, blogp, adv, mask, "grpo")
+    loss, tokens, grad = loss_and_grad(fused_policy_loss, logits, *args, temperature=0.7, backend="triton",
+                                       block_v=BLOCK)
+    ref_loss, ref_tokens, ref_grad = loss_and_grad(reference_policy_loss, logits, *args, temperature=0.7)
+    torch.testing.assert_close(loss, ref_loss, **STATS_TOL)
+    torch.testing.assert_close(tokens["entropy"], ref_tokens["entropy"], **STATS_TOL)
+    tol = GRAD_TOL[torch.float32] if dtype == torch.float32 else dict(atol=1e-6, rtol=1.6e-2)
+    torch.testing.assert_close(grad.float(), ref_grad.float(), **tol)
+
+
+def test_strided_views_and_masked_rows(triton):
+    """A strided [N, V] view (every other row of a wider buffer, a column window) and rows with a zero gradient:
+    those rows are written as zeros (the kernel does not read them)."""
+    wide, ids, blogp, adv, mask, _ = batch(14, 1200)
+    view = wide[::2, 100:1100]  # non-contiguous rows, unit last stride
+    ids, blogp, adv, mask = ids[::2] % 1000, blogp[::2], adv[::2].clone(), mask[::2].clone()
+    mask[1], adv[3] = 0.0, 0.0
+    args = (ids, blogp, adv, mask, "grpo")
+    loss, _, grad = loss_and_grad(fused_policy_loss, view, *args, backend="triton", block_v=BLOCK)
+    ref_loss, _, ref_grad = loss_and_grad(reference_policy_loss, view, *args)
+    torch.testing.assert_close(loss, ref_loss, **STATS_TOL)
+    torch.testing.assert_close(grad, ref_grad, **GRAD_TOL[torch.float32])
+    assert (grad[1] == 0).all() and (grad[3] == 0).all()
+
+
+@pytest.mark.parametrize("backend", ["torch", "triton"])
+def test_chunked_skips_rows_without_gradient(triton, backend, monkeypatch):
+    """Rows whose coefficient is 0 never reach the backward's matmul: their hidden gradient is exactly 0."""
+    gen = torch.Generator().manual_seed(3)
+    _, ids, blogp, adv, mask, _ = batch(10, 1000)
+    adv[:5] = 0.0
+    hidden, weight = torch.randn(10, 16, generator=gen), torch.randn(1000, 16, generator=gen) / 2
+    seen = []
+    import rlbook.ops.rows as rows_module
+    original = rows_module.grad
+    monkeypatch.setattr(rows_module, "grad", lambda logits, *a, **k: seen.append(len(logits)) or original(logits, *a, **k))
+    loss, _, grad = loss_and_grad(chunked_policy_loss, hidden, weight, ids, blogp, adv, mask, "grpo", chunk_size=3,
+                                  backend=backend, block_v=BLOCK, temperature=0.5)
+    ref_loss, _, ref_grad = loss_and_grad(reference_chunked_policy_loss, hidden, weight, ids, blogp, adv, mask,
+                                          "grpo", temperature=0.5)
+    torch.testing.assert_close(grad, ref_grad, **CHUNK_TOL)
+    live = int(((adv != 0) & (mask != 0)).sum())  # at most these (a clipped token has no gradient either)
+    assert 0 < sum(seen) <= live < 10 and (grad[:5] == 0).all()

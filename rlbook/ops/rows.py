@@ -1,7 +1,8 @@
 """Per-row vocabulary work, two backends: Triton kernels or closed-form PyTorch (one chunk at a time).
 
-`stats` gives (logp, entropy, lse) per token; `grad` writes d loss / d logits = coef (onehot - softmax).
-Both take logits [n, V] of any float dtype with a unit last stride (out too) and keep float32 per-token numbers.
+`stats` gives (logp, entropy, lse) per token; `grad` writes d loss / d logits = coef scale (onehot - softmax).
+Both take logits [n, V] of any float dtype with a unit last stride (out too) and keep float32 per-token numbers;
+`scale` = 1 / temperature is applied to the logits as they are read.
 """
 from __future__ import annotations
 
@@ -36,24 +37,38 @@ def resolve_backend(backend: str, tensor: torch.Tensor) -> str:
     return backend
 
 
-def stats(logits: torch.Tensor, ids: torch.Tensor, backend: str, block_v: int | None = None):
-    """(logp, entropy, lse) float32 [n]: logp = x_id - lse, H = lse - sum_v p_v x_v."""
+def check_ids(ids: torch.Tensor, vocab: int) -> None:
+    """Token ids must index the vocabulary (as gather demands); -100 (an ignore index) or >= V is an error."""
+    if ids.dtype not in (torch.int64, torch.int32):
+        raise ValueError(f"ids must be int64 or int32, got {ids.dtype}")
+    if ids.numel() and not bool(((ids >= 0) & (ids < vocab)).all()):
+        bad = ids[(ids < 0) | (ids >= vocab)][:3].tolist()
+        raise ValueError(f"ids out of range [0, {vocab}): e.g. {bad} (mask such tokens out instead of passing them)")
+
+
+def entropy_terms(logq: torch.Tensor) -> torch.Tensor:
+    """-sum_v p_v log p_v from log-probs; a -inf log-prob (p = 0) adds 0, not 0 * -inf = nan."""
+    return -(logq.exp() * logq.clamp(min=torch.finfo(logq.dtype).min)).sum(-1)
+
+
+def stats(logits: torch.Tensor, ids: torch.Tensor, backend: str, block_v: int | None = None, scale: float = 1.0):
+    """(logp, entropy, lse) float32 [n] of x = scale * logits: logp = x_id - lse, H = lse - sum_v p_v x_v."""
     if backend == "triton":
         from . import kernels
-        return kernels.row_stats(logits, ids.contiguous(), block_v)
-    x = logits.float()
+        return kernels.row_stats(logits, ids.contiguous(), block_v, scale)
+    x = logits.float() if scale == 1.0 else logits.float() * scale
     lse = x.logsumexp(-1)
     logq = x - lse[:, None]
     logp = logq.gather(1, ids[:, None]).squeeze(1).clamp(max=0.0)
-    entropy = -(logq.exp() * logq).sum(-1)
-    return logp, entropy, lse
+    return logp, entropy_terms(logq), lse
 
 
-def grad(logits, ids, lse, coef, out, backend: str, block_v: int | None = None) -> torch.Tensor:
-    """out[t, v] = coef_t (1[v = id_t] - exp(x_tv - lse_t)); out may be logits itself (read before written)."""
+def grad(logits, ids, lse, coef, out, backend: str, block_v: int | None = None, scale: float = 1.0) -> torch.Tensor:
+    """out[t, v] = coef_t scale (1[v = id_t] - exp(scale x_tv - lse_t)); out may be logits itself (read first)."""
     if backend == "triton":
         from . import kernels
-        return kernels.row_grad(logits, ids.contiguous(), lse, coef.float().contiguous(), out, block_v)
-    g = (logits.float() - lse[:, None]).exp_().mul_(-coef[:, None])
-    g.scatter_add_(1, ids[:, None], coef[:, None].float())
+        return kernels.row_grad(logits, ids.contiguous(), lse, coef.float().contiguous(), out, block_v, scale)
+    coef = coef.float() * scale
+    g = (logits.float() * scale - lse[:, None]).exp_().mul_(-coef[:, None])
+    g.scatter_add_(1, ids[:, None], coef[:, None])
     return out.copy_(g)
