@@ -16,7 +16,8 @@ import time
 from pathlib import Path
 
 from rlbook.experiments import grpo_from_scratch
-from rlbook.runs import environment, run_or_load, write_json
+from rlbook.replay import run_or_load
+from rlbook.runs import environment, write_json
 
 
 def parse_setting(text: str):

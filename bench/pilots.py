@@ -21,7 +21,8 @@ from learning_gain import save_result  # noqa: E402
 
 from rlbook import stats  # noqa: E402
 from rlbook.experiments import grpo_from_scratch, stale_run  # noqa: E402
-from rlbook.runs import RunStore, default_root, run_or_load  # noqa: E402
+from rlbook.replay import run_or_load  # noqa: E402
+from rlbook.runs import RunStore, default_root  # noqa: E402
 
 PILOT_UPDATES = 400
 

@@ -53,7 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     listing.add_argument("--runs-dir", default=None)
     args = parser.parse_args(argv)
 
-    from .runs import RunStore, run_or_load
+    from .replay import run_or_load
+    from .runs import RunStore
 
     store = RunStore(args.runs_dir)
     try:

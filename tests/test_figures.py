@@ -1,4 +1,4 @@
-"""Chapter 2 / 3 figures, grouping helpers, tables and widgets on small synthetic runs (no training)."""
+"""Chapter 2 / 3 figures (rlbook.chapters), grouping helpers, tables and widgets on small synthetic runs (no training)."""
 import json
 import math
 
@@ -8,7 +8,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from rlbook import figures  # noqa: E402
+from rlbook.chapters import clip_vs_mask, m2po, staleness  # noqa: E402
 from rlbook.config import RunConfig  # noqa: E402
 from rlbook.runs import RunStore  # noqa: E402
 
@@ -74,69 +74,69 @@ def visible_lines(ax):
 
 def test_grouping_and_selection(sweep):
     runs, taus = sweep
-    groups = figures.group_runs(runs)
+    groups = m2po.group_runs(runs)
     assert list(groups) == [("grpo", 0), ("grpo", 4), ("no_clip", 4), ("m2po", 4)]
     assert all(len(seeds) == 2 for seeds in groups.values())
-    assert list(figures.group_runs(taus, key=figures.tau_of)) == [0.005, 0.04, 0.16]
-    assert len(figures.select(runs, "grpo", "max")) == 2 and figures.select(runs, staleness="max")[0].config.staleness == 4
-    assert figures.tau_of(runs[0]) == 0.04 and figures.run_label(taus[0]) == "m2po s=4 tau=0.005 seed 0"
-    assert figures.removal_key("m2po") == "mask_frac" and figures.removal_key("grpo") == "clip_frac"
+    assert list(m2po.group_runs(taus, key=m2po.tau_of)) == [0.005, 0.04, 0.16]
+    assert len(m2po.select(runs, "grpo", "max")) == 2 and m2po.select(runs, staleness="max")[0].config.staleness == 4
+    assert m2po.tau_of(runs[0]) == 0.04 and m2po.run_label(taus[0]) == "m2po s=4 tau=0.005 seed 0"
+    assert m2po.removal_key("m2po") == "mask_frac" and m2po.removal_key("grpo") == "clip_frac"
 
 
 def test_series_helpers(sweep):
     runs, _ = sweep
-    grpo0 = figures.select(runs, "grpo", 0)
-    updates, mean, lo, hi = figures.aggregate(grpo0, "eval_greedy_acc")
+    grpo0 = m2po.select(runs, "grpo", 0)
+    updates, mean, lo, hi = m2po.aggregate(grpo0, "eval_greedy_acc")
     assert updates == [0, 12, 24] and mean[-1] == pytest.approx(0.51) and (lo[-1], hi[-1]) == (0.5, 0.52)
-    assert figures.smooth([1, None, 3, 5], 2) == [1, 1, 3, 4]
-    assert figures.final(grpo0[0]) == 0.5 and figures.peak(grpo0[0]) == (24, 0.5)
-    assert figures.peak(figures.select(runs, "no_clip")[0]) == (12, 0.45)  # row 0 (the base model) is no peak
-    assert figures.mean_of(grpo0[0], "clip_frac") == pytest.approx(0.01)
-    versions, rewards = figures.batch_rewards(figures.select(runs, "grpo", 4)[0])
+    assert m2po.smooth([1, None, 3, 5], 2) == [1, 1, 3, 4]
+    assert m2po.final(grpo0[0]) == 0.5 and m2po.peak(grpo0[0]) == (24, 0.5)
+    assert m2po.peak(m2po.select(runs, "no_clip")[0]) == (12, 0.45)  # row 0 (the base model) is no peak
+    assert m2po.mean_of(grpo0[0], "clip_frac") == pytest.approx(0.01)
+    versions, rewards = m2po.batch_rewards(m2po.select(runs, "grpo", 4)[0])
     assert versions == [0, 4, 8, 12, 16] and rewards == pytest.approx([0.2, 0.24, 0.28, 0.32, 0.36])
-    assert figures.batch_rewards(grpo0[0])[0] == [0, 4, 8, 12, 16, 20]  # on-policy: every batch a new policy
+    assert m2po.batch_rewards(grpo0[0])[0] == [0, 4, 8, 12, 16, 20]  # on-policy: every batch a new policy
 
 
 def test_token_statistics(sweep):
     runs, _ = sweep
-    assert figures.removed_entropy(figures.select(runs, "grpo", 0)[0]) == pytest.approx((1.0, 2.0, 0.5))
-    assert figures.removed_entropy(figures.select(runs, "m2po", 4)[0]) == pytest.approx((1.0, 3.0, 0.5))
-    names, counts, entropy, edges = figures.pooled_ratio_bins(figures.select(runs, "grpo", 0), 1, 4)
+    assert m2po.removed_entropy(m2po.select(runs, "grpo", 0)[0]) == pytest.approx((1.0, 2.0, 0.5))
+    assert m2po.removed_entropy(m2po.select(runs, "m2po", 4)[0]) == pytest.approx((1.0, 3.0, 0.5))
+    names, counts, entropy, edges = m2po.pooled_ratio_bins(m2po.select(runs, "grpo", 0), 1, 4)
     assert names[0] == "0-0.02" and names[-1] == ">1" and edges == EDGES
     assert counts.tolist() == [32, 0, 0, 0, 16, 16, 0, 0, 0]  # 2 runs x 4 updates
     assert entropy[0] == pytest.approx(0.2) and entropy[5] == pytest.approx(2.0) and math.isnan(entropy[1])
     with pytest.raises(ValueError):
-        figures.pooled_ratio_bins(runs[0], 100)
+        m2po.pooled_ratio_bins(runs[0], 100)
 
 
 def test_accuracy_figures(sweep):
     runs, _ = sweep
-    fig = figures.accuracy_curves(runs)
+    fig = staleness.accuracy_curves(runs)
     assert [ax.get_title() for ax in fig.axes] == ["grpo", "no_clip", "m2po"]
     assert [len(ax.lines) for ax in fig.axes] == [2, 1, 1]  # one line per staleness
     assert all(len(ax.collections) == len(ax.lines) for ax in fig.axes)  # two seeds: a min-max band each
-    fig = figures.final_vs_staleness(runs)
+    fig = staleness.final_vs_staleness(runs)
     assert len(fig.axes[0].containers) == 3  # error bars per objective
     assert fig.axes[0].containers[0].lines[0].get_ydata().tolist() == pytest.approx([0.51, 0.41])
-    fig = figures.prosperity_before_collapse(figures.select(runs, "no_clip", "max"))
+    fig = staleness.prosperity_before_collapse(m2po.select(runs, "no_clip", "max"))
     assert [len(visible_lines(ax)) for ax in fig.axes] == [2, 2]  # two seeds per panel (+ a star each)
     assert [len(ax.lines) for ax in fig.axes] == [4, 4]
 
 
 def test_token_figures(sweep):
     runs, taus = sweep
-    chosen = figures.select(runs, "grpo") + figures.select(runs, "m2po")
-    fig = figures.removed_fraction(chosen)
+    chosen = m2po.select(runs, "grpo") + m2po.select(runs, "m2po")
+    fig = clip_vs_mask.removed_fraction(chosen)
     assert len(fig.axes[0].lines) == 3 and "masked" in fig.axes[0].lines[2].get_label()
-    fig = figures.entropy_by_deviation(chosen)
+    fig = clip_vs_mask.entropy_by_deviation(chosen)
     assert [len(ax.lines) for ax in fig.axes] == [4, 4]  # 3 settings (seeds pooled) + the clip line
-    fig = figures.entropy_removed_vs_kept(chosen)
+    fig = clip_vs_mask.entropy_removed_vs_kept(chosen)
     assert len(fig.axes[0].patches) == 3 * len(chosen)
-    fig = figures.m2_before_after(figures.select(runs, "m2po") + figures.select(runs, "grpo", 4))
+    fig = clip_vs_mask.m2_before_after(m2po.select(runs, "m2po") + m2po.select(runs, "grpo", 4))
     assert len(fig.axes[0].lines) == 4  # m2po: all + kept, grpo: all, the tau line
-    fig = figures.run_detail(chosen[0], 2, 6)
+    fig = clip_vs_mask.run_detail(chosen[0], 2, 6)
     assert len(fig.axes) == 3 and len(fig.axes[2].patches) == 1  # the shaded window
-    fig = figures.tau_sweep_figure(taus, references=figures.select(runs, "grpo", 0))
+    fig = clip_vs_mask.tau_sweep_figure(taus, references=m2po.select(runs, "grpo", 0))
     assert fig.axes[0].containers[0].lines[0].get_xdata().tolist() == [0.005, 0.04, 0.16]
     assert fig.axes[0].containers[0].lines[0].get_ydata().tolist() == [0.2, 0.5, 0.1]
     assert sorted(fig.axes[0].get_legend_handles_labels()[1]) == ["grpo s=0", "m2po"]  # the sweep, the reference
@@ -144,11 +144,11 @@ def test_token_figures(sweep):
 
 def test_tables_are_computed_from_rows(sweep):
     runs, taus = sweep
-    rows = {r[0]: r for r in figures.paper_vs_observed(runs, taus)}
+    rows = {r[0]: r for r in m2po.paper_vs_observed(runs, taus)}
     # two standard errors of a difference of mean accuracies: eval_size x seeds problems per side
-    runs_a = figures.select(runs, "grpo", 0) + figures.select(runs, "grpo", 4)
-    p = sum(figures.final(r, "eval_greedy_acc") for r in runs_a) / len(runs_a)
-    per_side = sum(r.config.eval_size for r in figures.select(runs, "grpo", 0))
+    runs_a = m2po.select(runs, "grpo", 0) + m2po.select(runs, "grpo", 4)
+    p = sum(m2po.final(r, "eval_greedy_acc") for r in runs_a) / len(runs_a)
+    per_side = sum(r.config.eval_size for r in m2po.select(runs, "grpo", 0))
     two_se = 2 * (p * (1 - p) * 2 / per_side) ** 0.5
     assert rows["a"][2] == f"GRPO final 0.510 at s=0, 0.410 at s=4 (2 s.e. {two_se:.3f})" and rows["a"][3] == "yes"
     assert "33.0" in rows["a"][1] and "36.6" in rows["e"][1]  # the paper's published numbers
@@ -159,19 +159,19 @@ def test_tables_are_computed_from_rows(sweep):
     assert rows["d"][2].startswith("GRPO s=4: entropy 0.20 at |r-1| < 0.02, 1.50 at |r-1| >= 0.2")
     assert rows["e"][2].startswith("GRPO s=0 0.510, GRPO s=4 0.410, M2PO s=4 0.560 (2 s.e. ") and rows["e"][3] == "yes"
     assert rows["f"][2] == "final by tau: 0.005: 0.200, 0.04: 0.500, 0.16: 0.100" and rows["f"][3] == "yes"
-    missing = figures.paper_vs_observed(figures.select(runs, "grpo"), (), signatures="bf")
+    missing = m2po.paper_vs_observed(m2po.select(runs, "grpo"), (), signatures="bf")
     assert [r[2:] for r in missing] == [["not in these runs", "-"]] * 2
-    assert figures.paper_vs_observed([], signatures="a")[0][2] == "not in these runs"
-    summary = {(r["objective"], r["staleness"]): r for r in figures.summary_rows(runs)}
+    assert m2po.paper_vs_observed([], signatures="a")[0][2] == "not in these runs"
+    summary = {(r["objective"], r["staleness"]): r for r in m2po.summary_rows(runs)}
     assert summary["m2po", 4]["final"] == pytest.approx(0.56) and summary["m2po", 4]["mask_pct"] == pytest.approx(2)
     assert summary["no_clip", 4]["peak"] == 0.45 and summary["grpo", 0]["device"] == "cpu (test)"
-    table = figures.markdown_table(["k", "v"], [["|r-1|", 0.5]])
+    table = m2po.markdown_table(["k", "v"], [["|r-1|", 0.5]])
     assert table.splitlines() == ["| k | v |", "| --- | --- |", "| \\|r-1\\| | 0.500 |"]
 
 
 def test_widgets_redraw(sweep):
     pytest.importorskip("ipywidgets")
-    from rlbook import widgets
+    from rlbook.chapters import widgets
 
     runs, taus = sweep
     box = widgets.staleness_explorer(runs)
@@ -180,10 +180,10 @@ def test_widgets_redraw(sweep):
     staleness.value = (0,)
     box = widgets.run_explorer(runs)
     box.children[1].children[1].value = (2, 5)
-    box = widgets.tau_explorer(taus, references=figures.select(runs, "grpo", 0))
+    box = widgets.tau_explorer(taus, references=m2po.select(runs, "grpo", 0))
     box.children[1].children[0].value = (0.04,)
 
 
 def test_small_differences_read_as_noise():
-    assert figures._verdict(0.003, 0.056) == "within noise"
-    assert figures._verdict(0.1, 0.056) is True and figures._verdict(-0.1, 0.056) is False
+    assert m2po._verdict(0.003, 0.056) == "within noise"
+    assert m2po._verdict(0.1, 0.056) is True and m2po._verdict(-0.1, 0.056) is False

@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-import rlbook.lopti_analysis as la
+import rlbook.chapters.lopti as la
 from rlbook.config import RunConfig
 from rlbook.models import build_model
 from rlbook.runs import Run, write_json

@@ -1,13 +1,14 @@
-"""Chapter 5 pieces (rlbook.pma) on a 12-step trajectory of nano-tiny: checkpoints, cached merges, spikes."""
+"""Chapter 5 (rlbook.chapters.pma, pma_training) on a 12-step trajectory of nano-tiny: checkpoints, cached merges,
+spikes."""
 import json
 import math
 
 import pytest
 
-from rlbook import pma
+from rlbook.chapters import pma, pma_training
+from rlbook.chapters.pma_figures import merge_figure
 from rlbook.merging import load_checkpoint, merge_state_dicts
 from rlbook.runs import RunStore
-from rlbook.widgets import merge_figure
 
 TINY = dict(preset="nano-tiny", max_steps=12, warmup_steps=2, decay_steps=4, checkpoint_every=2, batch_size=8,
             eval_size=8, heldout_size=16, ns=(2, 3), focus_n=2, grid=3, continue_steps=3, continue_warmup=1,
@@ -57,17 +58,17 @@ def test_merged_needs_enough_stable_checkpoints(traj):
 
 def test_detect_spike():
     calm = [2.0 * 0.99**i for i in range(50)]
-    assert pma.detect_spike(calm) is None
+    assert pma_training.detect_spike(calm) is None
     spiky = calm[:30] + [5.0] + calm[31:]
-    assert pma.detect_spike(spiky) == 30
-    assert pma.spike_indices(spiky) == [30]
-    assert pma.detect_spike(calm[:5] + [math.nan]) == 5
+    assert pma_training.detect_spike(spiky) == 30
+    assert pma_training.spike_indices(spiky) == [30]
+    assert pma_training.detect_spike(calm[:5] + [math.nan]) == 5
 
 
 def test_schedule_warmup_then_ramp():
-    assert pma.schedule(0, 10, 1e-3, warmup=2) == pytest.approx(5e-4)
-    assert pma.schedule(5, 10, 1e-3, warmup=2) == pytest.approx(1e-3)
-    assert pma.schedule(9, 10, 1e-3, warmup=2, ramp_to=1e-1) == pytest.approx(1e-1)
+    assert pma_training.schedule(0, 10, 1e-3, warmup=2) == pytest.approx(5e-4)
+    assert pma_training.schedule(5, 10, 1e-3, warmup=2) == pytest.approx(1e-3)
+    assert pma_training.schedule(9, 10, 1e-3, warmup=2, ramp_to=1e-1) == pytest.approx(1e-1)
 
 
 def test_equal_token_twin_shares_the_trajectory_until_its_decay(traj):
@@ -79,14 +80,14 @@ def test_equal_token_twin_shares_the_trajectory_until_its_decay(traj):
 
 
 def test_pma_init_and_spike_recovery_are_cached(traj, monkeypatch):
-    init = pma.pma_init(traj, progress=False)
+    init = pma_training.pma_init(traj, progress=False)
     assert [len(init[k]) for k in ("merged", "last")] == [3, 3]
     assert {"loss", "grad_norm", "lr"} <= set(init["merged"][0]) and "heldout_loss" in init["merged"][-1]
-    spike = pma.spike_recovery(traj, progress=False)
+    spike = pma_training.spike_recovery(traj, progress=False)
     assert spike["spike_step"] is not None and len(spike["spike_rows"]) == 8
     assert all(s < spike["spike_step"] for s in spike["pre_spike_steps"])
-    monkeypatch.setattr(pma, "continue_training", lambda *a, **k: pytest.fail("recomputed"))
-    assert pma.pma_init(traj, progress=False) == init and pma.spike_recovery(traj, progress=False) == spike
+    monkeypatch.setattr(pma_training, "continue_training", lambda *a, **k: pytest.fail("recomputed"))
+    assert pma_training.pma_init(traj, progress=False) == init and pma_training.spike_recovery(traj, progress=False) == spike
 
 
 def test_config_rejects_unknown_settings():
@@ -103,9 +104,9 @@ def test_summary_and_merge_figure(traj):
     checkpoints = pma.evaluate_checkpoints(traj, progress=False)
     assert {"annealed", "annealed_equal", "2", "12"} <= set(checkpoints)
     grid, curve = pma.merge_grid(traj, progress=False), pma.merge_curve(traj, progress=False)
-    inits = [pma.pma_init(traj, r, progress=False) for r in range(2)]
-    spikes = [pma.spike_recovery(traj, r, progress=False) for r in range(2)]
-    summary = pma.summarize(traj, checkpoints, grid, curve, inits, spikes)
+    inits = [pma_training.pma_init(traj, r, progress=False) for r in range(2)]
+    spikes = [pma_training.spike_recovery(traj, r, progress=False) for r in range(2)]
+    summary = pma_training.summarize(traj, checkpoints, grid, curve, inits, spikes)
     assert summary["merges"] == 6 and summary["curve_points"] == 3 and summary["repeats"] == 2
     assert 0 <= summary["merges_beating_last"] <= 6 and 0 <= summary["init_merge_wins"] <= 2
     fig = merge_figure(traj, checkpoints, "ema", 3, 0.5, 8)

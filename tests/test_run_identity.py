@@ -4,7 +4,8 @@ import pytest
 import rlbook.config
 import rlbook.trainer
 from rlbook.config import RunConfig
-from rlbook.runs import RunStore, SupersededRunWarning, run_or_load
+from rlbook.replay import run_or_load
+from rlbook.runs import RunStore, SupersededRunWarning
 from rlbook.versions import TRAINING_VERSION
 
 TINY = dict(experiment="t", preset="nano-tiny", init="scratch", prompts_per_step=4, group_size=4, total_updates=2,

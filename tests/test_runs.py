@@ -8,7 +8,8 @@ import torch
 import rlbook.runs
 import rlbook.trainer
 from rlbook.config import RunConfig
-from rlbook.runs import Run, RunStore, read_rows, run_or_load, write_atomic, write_json
+from rlbook.replay import run_or_load
+from rlbook.runs import Run, RunStore, read_rows, write_atomic, write_json
 
 TINY = dict(experiment="t", preset="nano-tiny", init="scratch", prompts_per_step=4, group_size=4, total_updates=4,
             eval_every=2, eval_size=8, checkpoint_every=1, max_new_tokens=6)

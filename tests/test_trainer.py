@@ -15,7 +15,8 @@ import rlbook.trainer
 from rlbook.evaluate import sampled_eval_seed
 from rlbook.config import RunConfig
 from rlbook.objectives import OBJECTIVES
-from rlbook.runs import Run, RunStore, run_or_load
+from rlbook.replay import run_or_load
+from rlbook.runs import Run, RunStore
 from rlbook.tasks import Score, make_task
 
 TINY = dict(experiment="t", preset="nano-tiny", init="scratch", prompts_per_step=4, group_size=4, total_updates=4,

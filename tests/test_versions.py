@@ -15,7 +15,8 @@ import torch
 import rlbook.trainer
 from rlbook.config import RunConfig
 from rlbook.pretrain import WarmStartConfig, warm_start
-from rlbook.runs import RunStore, run_or_load
+from rlbook.replay import run_or_load
+from rlbook.runs import RunStore
 from rlbook.tasks import Score, make_task
 from rlbook.versions import TRAINING_VERSION, WARM_START_VERSION
 

@@ -1,0 +1,141 @@
+"""Chapter 4 figures and the closing "paper vs. us" table (Lopti / Advantage Reweighting, arXiv 2505.12929)."""
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+import matplotlib.pyplot as plt
+
+from ..experiments import LOPTI_VARIANTS
+from .lopti import PAPER, variant_of
+
+
+def _by_variant(runs) -> dict:
+    groups = defaultdict(list)
+    for run in runs:
+        groups[variant_of(run.config)].append(run)
+    order = list(LOPTI_VARIANTS)
+    return dict(sorted(groups.items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else len(order)))
+
+
+def _mean_series(runs, key: str, window: int = 1):
+    """(updates, mean over runs, smoothed over `window` points) of a metric at the updates every run recorded."""
+    series = [dict(zip(*run.series(key))) for run in runs]
+    updates = sorted(set.intersection(*(set(s) for s in series)))
+    mean = [sum(s[u] for s in series) / len(series) for u in updates]
+    return updates, [sum(mean[max(0, i + 1 - window):i + 1]) / min(window, i + 1) for i in range(len(mean))]
+
+
+def people_figure(runs, results: list[dict], base: dict | None = None):
+    """Greedy accuracy per number of people: a bar per variant (mean of seeds), seeds as dots, the start dashed."""
+    groups = defaultdict(list)
+    for run, result in zip(runs, results):
+        groups[variant_of(run.config)].append(result["by_people"] or {"all": result["overall"]})
+    sizes = sorted({n for rows in groups.values() for row in rows for n in row}, key=str)
+    fig, ax = plt.subplots(figsize=(7.5, 3.4))
+    width = 0.8 / max(len(groups), 1)
+    for i, (variant, rows) in enumerate(groups.items()):
+        for j, n in enumerate(sizes):
+            values, x = [row[n] for row in rows if n in row], j + (i - (len(groups) - 1) / 2) * width
+            ax.bar(x, sum(values) / len(values), width, color=f"C{i}", alpha=0.75, label=variant if j == 0 else None)
+            ax.plot([x] * len(values), values, "k.", ms=4)
+    for j, n in enumerate(n for n in sizes if base and n in base):
+        ax.hlines(base[n], j - 0.45, j + 0.45, colors="grey", linestyles="--", label="start" if j == 0 else None)
+    ax.set(xticks=range(len(sizes)), xticklabels=[f"{n} people" for n in sizes], ylabel="greedy accuracy",
+           title="Knights and Knaves: accuracy by puzzle size (dots: seeds)")
+    ax.legend(fontsize=7, ncols=3)
+    fig.tight_layout()
+    return fig
+
+
+def curves_figure(runs, metrics=("eval_greedy_acc", "reward"), window: int = 5):
+    """Learning curves, a line per variant (mean over its seeds; training metrics smoothed over `window` updates)."""
+    fig, axes = plt.subplots(1, len(metrics), figsize=(5 * len(metrics), 3.2), squeeze=False)
+    for ax, metric in zip(axes[0], metrics):
+        for variant, group in _by_variant(runs).items():
+            x, y = _mean_series(group, metric, 1 if metric.startswith("eval") else window)
+            color = f"C{list(LOPTI_VARIANTS).index(variant)}" if variant in LOPTI_VARIANTS else "black"
+            ax.plot(x, y, color=color, marker="o" if metric.startswith("eval") else None, ms=3,
+                    label=f"{variant} ({len(group)} seed{'s' * (len(group) > 1)})")
+        ax.set(title=metric, xlabel="model updates")
+        ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def analysis_figure(result: dict):
+    """(a) share of the tokens vs of the gradient from low-p tokens; (b) how one step moves the high-p tokens."""
+    g, steps = result["gradient"], result["update"]
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 3.4))
+    names = ["tokens", "gradient at logits", "gradient at weights"]
+    low = [g["token_share_low"], g["logit_grad_share_low"], g["param_grad_share_low"]]
+    a.bar(names, low, color="tab:red", label="p_old < 0.5")
+    a.bar(names, [1 - v for v in low], bottom=low, color="tab:blue", label="p_old >= 0.5")
+    a.set(ylabel="share", ylim=(0, 1.15), title="(a) low-probability tokens: their share")
+    a.legend(fontsize=8, ncols=2, loc="upper center")
+    x = range(len(steps))
+    b.bar([i - 0.2 for i in x], [v["same_as_low_only_high"] for v in steps.values()], 0.4,
+          label="moves as under the low-p-only step")
+    b.bar([i + 0.2 for i in x], [v["wrong_high"] for v in steps.values()], 0.4, label="moves against its advantage")
+    b.set(xticks=list(x), xticklabels=list(steps), ylabel="share of high-p tokens", ylim=(0, 1.15),
+          title="(b) one gradient step from ...")
+    b.legend(fontsize=8, ncols=2)
+    fig.tight_layout()
+    return fig
+
+
+def explorer_figure(runs, alpha: float, eta: float, metric: str = "eval_greedy_acc"):
+    """The stored runs with (ar_alpha, lopti_eta) = (alpha, eta) next to plain GRPO (replayed, no training)."""
+    fig = curves_figure([r for r in runs if (r.config.ar_alpha, r.config.lopti_eta) in ((alpha, eta), (0.0, 0.0))],
+                        (metric,))
+    if not any((r.config.ar_alpha, r.config.lopti_eta) == (alpha, eta) for r in runs):
+        fig.axes[0].set_title(f"{metric}: no stored run with alpha={alpha}, eta={eta} (GRPO only)")
+    return fig
+
+
+def _final(runs) -> tuple[float, float, int]:
+    """(mean final greedy accuracy over seeds, 2 standard errors of a difference of two such means, seeds)."""
+    finals = [run.series("eval_greedy_acc")[1][-1] for run in runs]
+    p, n = sum(finals) / len(finals), runs[0].config.eval_size * len(finals)
+    return p, 2 * math.sqrt(2 * max(p * (1 - p), 0.01) / n), len(finals)
+
+
+def _verdict(variant: str, diff: float, noise: float) -> str:
+    if variant == "grpo":
+        return "baseline"
+    if abs(diff) <= noise:
+        return "within noise: not resolved"
+    return "as in the paper" if (diff < 0) == (variant == "lopti_reversed") else "opposite to the paper"
+
+
+def paper_vs_observed(runs, people: list[dict], analysis: dict | None = None) -> str:
+    """Markdown table: what arXiv 2505.12929 reports next to what these runs show (lopti_reversed vs lopti)."""
+    groups, by = _by_variant(runs), defaultdict(list)
+    for run, result in zip(runs, people):
+        by[variant_of(run.config)].append(result["by_people"] or {})
+    rows = ["| variant | paper: K&K accuracy (Qwen2.5-3B, 3-7 people) | we observe: final greedy accuracy | "
+            "difference (noise: 2 s.e.) | by people | verdict |", "|---|---|---|---|---|---|"]
+    for variant, group in groups.items():
+        (acc, _, seeds), paper = _final(group), PAPER.get(variant)
+        reference = "lopti" if variant == "lopti_reversed" else "grpo"
+        base, noise, _ = _final(groups[reference]) if reference in groups else (math.nan, math.nan, 0)
+        sizes = sorted({n for r in by[variant] for n in r})
+        cells = ", ".join(f"{n}: {sum(r[n] for r in by[variant]) / len(by[variant]):.2f}" for n in sizes) or "-"
+        claim = ("fails (an ablation, below Lopti)" if paper is None else f"{paper:.2f}" + (
+            "" if variant == "grpo" else f" ({(paper / PAPER['grpo'] - 1) * 100:+.1f}%)"))
+        rows.append(f"| {variant} | {claim} | {acc:.3f} ({seeds} seed{'s' * (seeds > 1)}) | {acc - base:+.3f} vs "
+                    f"{reference} (±{noise:.3f}) | {cells} | {_verdict(variant, acc - base, noise)} |")
+    if analysis:
+        g, u = analysis["gradient"], analysis["update"]
+        dominant = "as in the paper" if g["param_grad_share_low"] > 2 * g["token_share_low"] else "not seen"
+        rows.append(f"| per-token analysis | low-p tokens dominate the gradient | {g['token_share_low']:.1%} of the "
+                    f"tokens carry {g['logit_grad_share_low']:.0%} (logits) / {g['param_grad_share_low']:.0%} "
+                    f"(weights) | - | - | {dominant} |")
+        same = [u[k]["same_as_low_only_high"] for k in ("all tokens", "high-p only")]
+        wrong = [u[k]["wrong_high"] for k in ("all tokens", "high-p only")]
+        seen = ["as in the paper" if ok else "not seen" for ok in (same[0] > same[1] + 0.1, wrong[0] > wrong[1] + 0.05)]
+        rows.append(f"| one step, high-p tokens | moved by the low-p tokens' gradient | as under low-p only: "
+                    f"{same[0]:.0%} (all tokens) vs {same[1]:.0%} (high-p only); against their advantage: "
+                    f"{wrong[0]:.0%} vs {wrong[1]:.0%} | - | - | direction: {seen[0]}; against advantage: {seen[1]} |")
+    return "\n".join(rows)

@@ -1,0 +1,258 @@
+"""Chapters 2 and 3 (M2PO, "Stable Off-Policy RL for LLMs", arXiv 2510.01161): reading stored runs.
+
+Grouping runs by setting, seed means, per-run statistics, plotting helpers shared by the two chapters' figures and
+the "paper reports / we observe" tables. The only numbers written here are the paper's published ones (`PAPER`).
+"""
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+import numpy as np
+
+ORDER = ("grpo", "no_clip", "m2po", "m2po_cap", "gspo", "tis", "decoupled")
+COLORS = {"grpo": "tab:blue", "no_clip": "tab:red", "m2po": "tab:green", "m2po_cap": "olive", "gspo": "tab:purple",
+          "tis": "tab:orange", "decoupled": "tab:brown"}
+CLIP_DEVIATION = 0.2  # GRPO's eps: a token is clipped beyond |r - 1| = 0.2 (in the rewarded direction)
+PAPER = {  # arXiv 2510.01161, Qwen3-Base-1.7B (signatures a-f)
+    "a": "GRPO gets worse as staleness grows: 8-benchmark average 33.0 at s=0, 30.4 at s=256",
+    "b": "no trust region at s=256: accuracy first rises fast ('prosperity'), then collapses",
+    "c": "clipped tokens: GRPO s=0 0.07%, GRPO s=256 0.66%; M2PO s=256 masks 0.02%",
+    "d": "token entropy rises with |r-1|: about 0.2 below the clip line to about 1.0 at |r-1| = 0.7",
+    "e": "M2PO at s=256 matches on-policy GRPO: GRPO s=0 33.0, GRPO s=256 30.4, GSPO s=256 30.1, M2PO s=256 36.6",
+    "f": "tau is insensitive between about 0.02 and 0.08; very small or very large values hurt",
+}
+
+
+# ---- pure helpers ----
+
+def tau_of(run) -> float:
+    return run.config.objective_params.get("tau", 0.04)
+
+
+def setting(run) -> tuple:
+    """(objective, staleness, tau): what the seeds of one setting share."""
+    return run.config.objective, run.config.staleness, tau_of(run)
+
+
+def run_label(run, seed: bool = True) -> str:
+    c = run.config
+    tau = f" tau={tau_of(run):g}" if "tau" in c.objective_params else ""
+    return f"{c.objective} s={c.staleness}{tau}" + (f" seed {c.seed}" if seed else "")
+
+
+def group_runs(runs, key=lambda r: (r.config.objective, r.config.staleness)) -> dict:
+    """{key: [runs]} (the seeds of one setting together); keys sorted, objectives in ORDER."""
+    groups = defaultdict(list)
+    for run in runs:
+        groups[key(run)].append(run)
+    rank = lambda p: ((ORDER.index(p), "") if p in ORDER else (len(ORDER), p)) if isinstance(p, str) else (0, p)
+    return {k: groups[k] for k in sorted(groups, key=lambda k: tuple(map(rank, k if isinstance(k, tuple) else (k,))))}
+
+
+def select(runs, objective=None, staleness=None, tau=None) -> list:
+    """The runs of one objective / staleness / tau (None: any); staleness="max": the largest in `runs`."""
+    if staleness == "max":
+        staleness = max((r.config.staleness for r in runs), default=None)
+    return [r for r in runs if objective in (None, r.config.objective) and staleness in (None, r.config.staleness)
+            and tau in (None, tau_of(r))]
+
+
+def smooth(values, window: int = 1) -> list:
+    """Trailing mean over `window` values (None: missing)."""
+    v = np.array([np.nan if x is None else x for x in values], dtype=float)
+    return [float(np.nanmean(v[max(0, i - window + 1):i + 1])) if np.isfinite(v[max(0, i - window + 1):i + 1]).any()
+            else math.nan for i in range(len(v))]
+
+
+def aggregate(runs, key: str, window: int = 1):
+    """(updates, mean, min, max) of one metric over seeds, on the updates every run recorded."""
+    series = [dict(zip(x, smooth(y, window))) for x, y in (run.series(key) for run in runs)]
+    updates = sorted(set.intersection(*(set(s) for s in series))) if series else []
+    values = np.array([[s[u] for u in updates] for s in series], dtype=float).reshape(len(series), len(updates))
+    return updates, values.mean(0), values.min(0), values.max(0)
+
+
+def removal_key(objective: str) -> str:
+    """The metric of the tokens an objective takes out of the gradient: masked (m2po) or clipped (the others)."""
+    return "mask_frac" if objective == "m2po" else "clip_frac"
+
+
+def final(run, key: str = "eval_greedy_acc") -> float:
+    _, values = run.series(key)
+    return values[-1] if values else math.nan
+
+
+def mean_of(run, key: str) -> float:
+    """Mean of a per-update metric over the run."""
+    _, values = run.series(key)
+    return float(np.mean(values)) if values else math.nan
+
+
+def peak(run, key: str = "eval_greedy_acc", first_update: int = 1):
+    """(update, value) of the metric's maximum from `first_update` on (1: after the base model's row 0)."""
+    x, y = run.series(key)
+    i = int(np.argmax([v if u >= first_update else -math.inf for u, v in zip(x, y)]))
+    return x[i], y[i]
+
+
+def batch_rewards(run):
+    """(update of the sampling policy, mean reward) per rollout batch: a stale batch's reward measures the policy
+    that sampled it, `policy_lag` updates before the update that trains on it."""
+    by_version = defaultdict(list)
+    for row in run.metrics[1:]:
+        by_version[row["update"] - 1 - row["policy_lag"]].append(row["reward"])
+    return sorted(by_version), [float(np.mean(by_version[v])) for v in sorted(by_version)]
+
+
+def removed_entropy(run) -> tuple[float, float, float]:
+    """(all, removed, kept) token entropy over the run; removed = clipped or masked. Each update's mean is weighted
+    by its share of tokens (exact when the updates have equal token counts)."""
+    sums, weights = np.zeros(3), np.zeros(3)
+    for row in run.metrics[1:]:
+        clip, mask = row.get("clip_frac") or 0.0, row.get("mask_frac") or 0.0
+        parts = ((0, "entropy", 1.0), (1, "entropy_clipped", clip), (1, "entropy_masked", mask),
+                 (2, "entropy_kept", 1.0 - clip - mask))
+        for slot, key, weight in parts:
+            if row.get(key) is not None and weight > 0:
+                sums[slot], weights[slot] = sums[slot] + row[key] * weight, weights[slot] + weight
+    return tuple(float(s / w) if w else math.nan for s, w in zip(sums, weights))
+
+
+def pooled_ratio_bins(runs, first_update: int = 1, last_update: int | None = None):
+    """(bin names, token counts, mean entropy, edges) of the |r - 1| bins, pooled over runs and an update window."""
+    rows = [r["ratio_bins"] for run in (runs if isinstance(runs, (list, tuple)) else [runs]) for r in run.metrics
+            if "ratio_bins" in r
+            and first_update <= r["update"] <= (last_update or math.inf)]
+    if not rows:
+        raise ValueError(f"no ratio_bins rows between updates {first_update} and {last_update}")
+    edges = rows[0]["edges"]
+    counts = np.array([b["count"] for b in rows], dtype=float).sum(0)
+    sums = np.array([[(e or 0.0) * c for e, c in zip(b["entropy"], b["count"])] for b in rows]).sum(0)
+    names = [f"{lo:g}-{hi:g}" if hi is not None else f">{lo:g}" for lo, hi in zip(edges, edges[1:])]
+    return names, counts, np.where(counts > 0, sums / np.maximum(counts, 1), np.nan), edges
+
+
+# ---- plotting helpers of chapters 2 and 3 ----
+
+def finish(fig, axes):
+    for ax in np.atleast_1d(axes).flat:
+        ax.grid(alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def band(ax, runs, key, window=1, scale=1.0, **style):
+    x, mean, lo, hi = aggregate(runs, key, window)
+    line, = ax.plot(x, scale * mean, **style)
+    if len(runs) > 1:
+        ax.fill_between(x, scale * lo, scale * hi, color=line.get_color(), alpha=0.2)
+    return line
+
+
+def errorbars(ax, groups, value, **style):
+    """Mean of value(run) per group at x = the group's key, with min-max error bars."""
+    stats = [[value(r) for r in seeds] for seeds in groups.values()]
+    means = [float(np.mean(v)) for v in stats]
+    return ax.errorbar(list(groups), means, yerr=[[m - min(v) for m, v in zip(means, stats)],
+                                                  [max(v) - m for m, v in zip(means, stats)]], capsize=3, **style)
+
+
+# ---- tables: "the paper reports / we observe" ----
+
+def summary_rows(runs, metric: str = "eval_greedy_acc") -> list[dict]:
+    """One row per (objective, staleness, tau): seeds, base and final metric (mean and range), best point after
+    the start, clipped and masked share of tokens (mean over updates), where the runs ran."""
+    rows = []
+    for (objective, s, tau), seeds in group_runs(runs, key=setting).items():
+        finals, mean = [final(r, metric) for r in seeds], lambda f: float(np.mean([f(r) for r in seeds]))
+        rows.append({"objective": objective, "staleness": s, "tau": tau, "seeds": len(seeds),
+                     "base": mean(lambda r: r.metrics[0][metric]), "final": float(np.mean(finals)),
+                     "final_min": min(finals), "final_max": max(finals), "peak": mean(lambda r: peak(r, metric)[1]),
+                     "clip_pct": 100 * mean(lambda r: mean_of(r, "clip_frac")),
+                     "mask_pct": 100 * mean(lambda r: mean_of(r, "mask_frac")),
+                     "device": ", ".join(sorted({str(r.meta.get("device", "?")) for r in seeds}))})
+    return rows
+
+
+def _two_se(first, second, metric) -> float:
+    """Two standard errors of the difference of two mean accuracies (binomial, eval set x seeds per side)."""
+    finals = [final(r, metric) for r in (*first, *second)]
+    p = min(max(float(np.mean(finals)), 1e-3), 1 - 1e-3)
+    n = lambda group: sum(r.config.eval_size for r in group)
+    return 2 * float(np.sqrt(p * (1 - p) * (1 / n(first) + 1 / n(second))))
+
+
+def _verdict(difference: float, noise: float) -> bool | str:
+    """True / False when the difference is beyond two standard errors, else "within noise"."""
+    return "within noise" if abs(difference) <= noise else difference > 0
+
+
+def _observe(k, runs, top, metric):
+    """(we observe, same direction as the paper?) for signature k; top = the largest staleness in runs."""
+    acc = lambda o, s: [final(r, metric) for r in select(runs, o, s)]
+    share = lambda o, s, key: 100 * np.mean([mean_of(r, key) for r in select(runs, o, s)])
+    if k == "a":
+        g0, gs = np.mean(acc("grpo", 0)), np.mean(acc("grpo", top))
+        noise = _two_se(select(runs, "grpo", 0), select(runs, "grpo", top), metric)
+        return f"GRPO final {g0:.3f} at s=0, {gs:.3f} at s={top} (2 s.e. {noise:.3f})", _verdict(g0 - gs, noise)
+    if k == "b":
+        run = select(runs, "no_clip", top)[0]
+        versions, rewards = batch_rewards(run)
+        rewards, (at, best) = smooth(rewards, 3), peak(run, metric)
+        i = int(np.argmax(rewards[1:])) + 1 if len(rewards) > 1 else 0
+        return (f"no_clip s={top} (seed {run.config.seed}): rollout reward {rewards[0]:.2f} (base model) -> peak "
+                f"{rewards[i]:.2f} (policy of update {versions[i]}) -> {rewards[-1]:.2f}; {metric} "
+                f"{run.metrics[0][metric]:.3f} -> best {best:.3f} (update {at}) -> final {final(run, metric):.3f}",
+                rewards[i] > rewards[0] > rewards[-1])
+    if k == "c":
+        g0, gs, m = share("grpo", 0, "clip_frac"), share("grpo", top, "clip_frac"), share("m2po", top, "mask_frac")
+        return f"clipped: GRPO s=0 {g0:.2f}%, GRPO s={top} {gs:.2f}%; M2PO s={top} masks {m:.2f}%", g0 < gs > m
+    if k == "d":
+        _, counts, entropy, edges = pooled_ratio_bins(select(runs, "grpo", top))
+        cut = edges.index(CLIP_DEVIATION)
+        far = (np.nan_to_num(entropy) * counts)[cut:].sum() / max(counts[cut:].sum(), 1)
+        _, removed, kept = np.nanmean([removed_entropy(r) for r in select(runs, "grpo", top)], axis=0)
+        return (f"GRPO s={top}: entropy {entropy[0]:.2f} at |r-1| < {edges[1]:g}, {far:.2f} at |r-1| >= "
+                f"{CLIP_DEVIATION}; clipped tokens {removed:.2f} vs kept {kept:.2f}", far > entropy[0])
+    others = "".join(f", {o.upper()} s={top} {np.mean(acc(o, top)):.3f}" for o in ("grpo", "gspo", "tis")
+                     if acc(o, top))
+    noise = _two_se(select(runs, "grpo", 0), select(runs, "m2po", top), metric)
+    gap = np.mean(acc("m2po", top)) - np.mean(acc("grpo", 0))  # e: "matches" = not worse beyond the noise
+    return (f"GRPO s=0 {np.mean(acc('grpo', 0)):.3f}{others}, M2PO s={top} {np.mean(acc('m2po', top)):.3f} "
+            f"(2 s.e. {noise:.3f})", gap >= -noise)
+
+
+def _observe_tau(tau_runs, metric):
+    by_tau = {t: np.mean([final(r, metric) for r in g]) for t, g in group_runs(tau_runs, key=tau_of).items()}
+    inside, outside = ([v for t, v in by_tau.items() if (0.02 <= t <= 0.08) == flag] for flag in (True, False))
+    return ("final by tau: " + ", ".join(f"{t:g}: {v:.3f}" for t, v in by_tau.items()),
+            bool(inside and outside and min(inside) >= max(outside)))
+
+
+NEEDS = {"a": [("grpo", 0), ("grpo", "max")], "b": [("no_clip", "max")], "d": [("grpo", "max")],
+         "c": [("grpo", 0), ("grpo", "max"), ("m2po", "max")], "e": [("grpo", 0), ("m2po", "max")]}
+
+
+def paper_vs_observed(runs, tau_runs=(), metric: str = "eval_greedy_acc", signatures="abcdef") -> list[list[str]]:
+    """Rows [signature, the paper reports, we observe, same direction?] for M2PO's signatures a-f, computed from the
+    runs of a staleness sweep (a-e; default tau only) and M2PO runs over tau (f); missing runs are said so."""
+    rows = []
+    for k in signatures:
+        if k == "f":
+            seen = _observe_tau(tau_runs, metric) if tau_runs else None
+        else:
+            have = runs and all(select(runs, o, s) for o, s in NEEDS[k])
+            seen = _observe(k, runs, max(r.config.staleness for r in runs), metric) if have else None
+        verdict = lambda v: v if isinstance(v, str) else ("yes" if v else "no")
+        rows.append([k, PAPER[k], *((seen[0], verdict(seen[1])) if seen else ("not in these runs", "-"))])
+    return rows
+
+
+def markdown_table(header, rows) -> str:
+    """A markdown table ("|" escaped inside cells; floats with 3 decimals)."""
+    fmt = lambda v: (f"{v:.3f}" if isinstance(v, float) else str(v)).replace("|", "\\|")
+    lines = [header, ["---"] * len(header), *[[fmt(v) for v in row] for row in rows]]
+    return "\n".join("| " + " | ".join(line) + " |" for line in lines)

@@ -1,0 +1,225 @@
+"""Checkpoint merging along a pre-training trajectory (PMA, arXiv 2505.12082), at nano scale on CPU.
+
+A warmup-stable-decay (WSD) SFT run keeps a checkpoint every V tokens; we merge the last N stable-phase checkpoints
+(`merging.merge_state_dicts`: SMA, EMA, WMA) and compare the merge with its last checkpoint and with annealed models,
+draw the loss surface around them, continue training from a merge (PMA-init), and recover from a loss spike by
+merging the checkpoints before it. Every result is cached as JSON under `<runs>/pma/<trajectory>/`, keyed by its
+settings, so a rerun or a widget replays it without recomputing.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+
+from ..evaluate import accuracy, completion_budget, evaluation_problems
+from ..merging import METHODS, load_checkpoint, merge_state_dicts
+from ..models import load_pretrained, set_cpu_threads
+from ..pretrain import WarmStartConfig, sft_loss, trace_batch, warm_start
+from ..profiles import resolve_profile
+from ..runs import RunStore, environment, read_rows, write_json
+from ..tasks import make_task
+
+HELDOUT_SEED = 54321  # held-out traces: a stream no training step (seeds >= 1e6) or eval set (12345) uses
+CONTINUE_SEED = 10**9  # continued training draws fresh problems from seeds >= 1e9
+RESULTS_VERSION = 1  # part of the results folder's name: bump it when a change here changes stored results
+
+
+@dataclass
+class PMAConfig:
+    preset: str = "nano-tiny"
+    seed: int = 0
+    lr: float = 3e-3  # peak (stable-phase) learning rate of the trajectory
+    batch_size: int = 64
+    max_steps: int = 600
+    warmup_steps: int = 20
+    decay_steps: int = 60  # the annealed model: the last decay_steps decay the LR linearly to 0
+    checkpoint_every: int = 20
+    eval_size: int = 200  # greedy accuracy on the first eval_size problems of the fixed set
+    heldout_size: int = 256  # held-out loss on this many fresh traces
+    ns: tuple = (3, 6, 10)  # PMA: N in {3, 6, 10, 15}, 10 by default
+    methods: tuple = ("sma", "ema", "wma")
+    alpha: float = 0.2  # EMA alpha, PMA uses 0.1 or 0.2
+    focus_n: int = 6  # N of the merge curve along the stable phase, the loss surface and PMA-init
+    grid: int = 9  # loss-surface grid: grid x grid points
+    repeats: int = 3  # PMA-init and spike recovery run on this many data streams
+    continue_steps: int = 60  # PMA-init: SFT steps from the merge and from the last checkpoint
+    continue_lr: float = 3e-3
+    continue_warmup: int = 10  # fresh AdamW: warm up the LR, then constant
+    spike_lr: float = 1e-1  # the LR ramps up to this (exponentially) until the loss spikes
+    spike_steps: int = 60
+    spike_checkpoint_every: int = 5
+    resume_steps: int = 60  # after the spike, resume at `lr` from the merge and from the last pre-spike checkpoint
+    spike_n: int = 3
+    task_params: dict = field(default_factory=lambda: {"digits": [1, 2]})  # 1-2 digit addition: learnt in minutes
+
+    def __post_init__(self):
+        if not set(self.methods) <= set(METHODS):
+            raise ValueError(f"methods={self.methods!r}; choose from: {', '.join(METHODS)}")
+        need = max(*self.ns, self.focus_n)
+        if self.checkpoint_every <= 0 or self.max_steps - self.decay_steps < need * self.checkpoint_every:
+            raise ValueError(f"checkpoint_every={self.checkpoint_every}: the stable phase needs at least {need} "
+                             "checkpoints (max of ns and focus_n)")
+
+    def warm_start_config(self) -> WarmStartConfig:
+        return WarmStartConfig(preset=self.preset, task_params=self.task_params, seed=self.seed,
+                               batch_size=self.batch_size, lr=self.lr, schedule="wsd", warmup_steps=self.warmup_steps,
+                               decay_steps=self.decay_steps, target_accuracy=None, max_steps=self.max_steps,
+                               eval_every=self.max_steps, validation_size=self.eval_size,
+                               checkpoint_every=self.checkpoint_every)
+
+
+_NANO_SMALL = dict(preset="nano-small", max_steps=2000, decay_steps=200, checkpoint_every=25, ns=(3, 6, 10, 15),
+                   focus_n=10, grid=13, continue_steps=100, resume_steps=100, eval_size=500, heldout_size=512)
+# every profile trains on the CPU (as `pretrain.warm_start` does), so standard uses the CPU-sized model too
+PROFILE_SIZES = {"smoke": dict(preset="nano-tiny"), "cpu": _NANO_SMALL, "standard": _NANO_SMALL}
+
+
+def chapter_config(profile: str = "auto", **overrides) -> PMAConfig:
+    """The chapter's settings for a profile (smoke: nano-tiny; cpu and standard: nano-small), with overrides."""
+    profile = resolve_profile(profile)
+    if profile not in PROFILE_SIZES:
+        raise ValueError(f"profile {profile!r}: chapter 5 trains its own trajectory; use smoke, cpu or standard")
+    unknown = set(overrides) - {f.name for f in fields(PMAConfig)}
+    if unknown:
+        raise ValueError(f"unknown setting(s) {sorted(unknown)}; valid: {', '.join(f.name for f in fields(PMAConfig))}")
+    return PMAConfig(**{**PROFILE_SIZES[profile], **overrides})
+
+
+def _key(values: dict) -> str:
+    return hashlib.sha256(json.dumps(values, sort_keys=True, default=str).encode()).hexdigest()[:10]
+
+
+class Trajectory:
+    """A cached WSD run: stable-phase checkpoints every `checkpoint_every` steps and the annealed final model, plus
+    a twin run annealed at the last stable checkpoint (same data and steps until its decay: equal tokens)."""
+
+    def __init__(self, config: PMAConfig, store: RunStore | None = None, progress: bool = True):
+        self.config, self.store = config, store or RunStore()
+        ws = config.warm_start_config()
+        self.final = warm_start(ws, self.store, progress=progress)  # annealed after all max_steps
+        stable_end = config.max_steps - config.decay_steps
+        self.annealed_equal = warm_start(replace(ws, max_steps=stable_end, checkpoint_every=0, eval_every=stable_end),
+                                         self.store, progress=progress)
+        set_cpu_threads()
+        self.rows = read_rows(self.final.parent / "metrics.jsonl")
+        self.checkpoints = {int(d.name[5:]): d for d in sorted((self.final.parent / "checkpoints").glob("step-*"))}
+        self.stable = [s for s in self.checkpoints if s <= stable_end]  # PMA merges in the constant-LR phase
+        self.results = self.store.root / "pma" / f"{ws.key()}-heldout{config.heldout_size}-v{RESULTS_VERSION}"
+        self.task = make_task(ws.task, **ws.task_params)
+        self.model, self.tokenizer = load_pretrained(str(self.final))
+        self.eval_set = evaluation_problems(ws.task, ws.task_params, config.eval_size)
+        self.budget = completion_budget(self.task, self.tokenizer)
+        heldout = self.task.generate(config.heldout_size, seed=HELDOUT_SEED)
+        self.heldout = trace_batch(self.tokenizer, self.task, heldout)
+
+    def tokens_per_checkpoint(self) -> float:
+        """V: tokens between two checkpoints, from the metrics' running token count."""
+        tokens = {r["step"]: r["tokens"] for r in self.rows}
+        return (tokens[self.stable[-1]] - tokens[self.stable[0]]) / max(len(self.stable) - 1, 1)
+
+    def set_weights(self, state_dict) -> torch.nn.Module:
+        """Load weights into the shared model (the tied lm_head follows the embedding)."""
+        missing, unexpected = self.model.load_state_dict(state_dict, strict=False)
+        if unexpected or set(missing) - {"lm_head.weight"}:
+            raise ValueError(f"checkpoint does not fit the model: missing {missing}, unexpected {unexpected}")
+        return self.model
+
+    @torch.no_grad()
+    def heldout_loss(self, state_dict) -> float:
+        return sft_loss(self.set_weights(state_dict).eval(), *self.heldout).item()
+
+    def evaluate(self, state_dict) -> dict:
+        """Held-out loss and greedy accuracy of a set of weights."""
+        loss = self.heldout_loss(state_dict)
+        return {"loss": loss, "acc": accuracy(self.model, self.tokenizer, self.task, self.eval_set, self.budget)}
+
+    def merged(self, method: str, n: int, end: int, alpha: float | None = None) -> dict:
+        """PMA: merge the last n stable checkpoints ending at step `end`, oldest first."""
+        steps = [s for s in self.stable if s <= end][-n:]
+        if len(steps) < n or steps[-1] != end:
+            raise ValueError(f"need {n} stable checkpoints ending at step {end}; have {self.stable}")
+        return merge_state_dicts([self.checkpoints[s] for s in steps], method, alpha or self.config.alpha)
+
+
+def _cached(path: Path, keys: dict, compute, progress: bool = True, desc: str = "") -> dict:
+    """{name: result} for every name in `keys` (name -> settings), computing and storing only the missing ones."""
+    store = json.loads(path.read_text()) if path.exists() else {}
+    missing = [k for k in keys if k not in store]
+    for name in tqdm(missing, desc=desc, disable=not progress or not missing):
+        store[name] = compute(**keys[name])
+        store["environment"] = environment()
+        write_json(path, store)  # after each result: an interrupted run keeps what it finished
+    return {k: store[k] for k in keys}
+
+
+def evaluate_checkpoints(traj: Trajectory, progress: bool = True) -> dict:
+    """{step: {loss, acc}} of every checkpoint, 'annealed' (the final model), 'annealed_equal' (the twin run)."""
+    keys = {str(s): {"path": str(p)} for s, p in traj.checkpoints.items()}
+    keys.update(annealed={"path": str(traj.final)}, annealed_equal={"path": str(traj.annealed_equal)})
+    return _cached(traj.results / "checkpoints.json", keys, lambda path: traj.evaluate(load_checkpoint(path)),
+                   progress, "evaluate checkpoints")
+
+
+def merge_name(method: str, n: int, end: int, alpha: float) -> str:
+    return f"{method}-N{n}-end{end}" + (f"-a{alpha}" if method == "ema" else "")
+
+
+def run_merges(traj: Trajectory, specs, alpha: float | None = None, progress: bool = True) -> dict:
+    """{name: {loss, acc, method, n, end, alpha}} for (method, n, end) specs; cached in merges.json."""
+    alpha = alpha or traj.config.alpha
+    keys = {merge_name(m, n, e, alpha): dict(method=m, n=n, end=e, alpha=alpha) for m, n, e in specs}
+    return _cached(traj.results / "merges.json", keys, lambda **s: {**traj.evaluate(traj.merged(**s)), **s},
+                   progress, "merge")
+
+
+def merge_grid(traj: Trajectory, progress: bool = True) -> dict:
+    """Every method x N merged at the last stable checkpoint."""
+    specs = [(m, n, traj.stable[-1]) for m in traj.config.methods for n in traj.config.ns]
+    return run_merges(traj, specs, progress=progress)
+
+
+def merge_curve(traj: Trajectory, methods=("sma", "wma"), progress: bool = True) -> dict:
+    """Merges of the last focus_n checkpoints ending at every stable checkpoint with enough predecessors."""
+    n = traj.config.focus_n
+    return run_merges(traj, [(m, n, end) for m in methods for end in traj.stable[n - 1:]], progress=progress)
+
+
+def _flat(state_dict) -> torch.Tensor:
+    return torch.cat([v.reshape(-1).float() for _, v in sorted(state_dict.items())])
+
+
+def _unflat(vector: torch.Tensor, like) -> dict:
+    sizes = [v.numel() for _, v in sorted(like.items())]
+    return {k: part.reshape(v.shape) for (k, v), part in zip(sorted(like.items()), vector.split(sizes))}
+
+
+def loss_surface(traj: Trajectory, span: float = 1.4, progress: bool = True) -> dict:
+    """Held-out loss on the PCA plane of the last focus_n stable checkpoints, centred on their mean (the SMA merge),
+    with the checkpoints and the annealed models projected onto it."""
+    settings = dict(n=traj.config.focus_n, span=span, grid=traj.config.grid, end=traj.stable[-1])
+    return _cached(traj.results / "surface.json", {_key(settings): settings},
+                   lambda **s: _surface(traj, progress=progress, **s), False)[_key(settings)]
+
+
+def _surface(traj: Trajectory, n: int, span: float, grid: int, end: int, progress: bool) -> dict:
+    steps = [s for s in traj.stable if s <= end][-n:]
+    like = load_checkpoint(traj.checkpoints[steps[0]])
+    points = torch.stack([_flat(load_checkpoint(traj.checkpoints[s])) for s in steps])
+    center = points.mean(0)  # = the SMA merge of these checkpoints
+    basis = torch.linalg.svd(points - center, full_matrices=False)[2][:2]  # the two principal directions
+    coords = (points - center) @ basis.T
+    axis = torch.linspace(-1, 1, grid) * span * coords.abs().max().item()
+    losses = [[traj.heldout_loss(_unflat(center + a * basis[0] + b * basis[1], like)) for a in axis]
+              for b in tqdm(axis, desc="loss surface", disable=not progress)]
+    others = {k: _flat(load_checkpoint(p)) - center for k, p in (("annealed", traj.final),
+                                                                 ("annealed_equal", traj.annealed_equal))}
+    return {"axis": axis.tolist(), "loss": losses, "steps": steps, "checkpoints": coords.tolist(),
+            "checkpoint_loss": [traj.heldout_loss(load_checkpoint(traj.checkpoints[s])) for s in steps],
+            "explained": coords.pow(2).sum().item() / (points - center).pow(2).sum().item(),
+            **{k: (v @ basis.T).tolist() for k, v in others.items()},
+            **{f"{k}_off_plane": (v - v @ basis.T @ basis).norm().item() for k, v in others.items()}}

@@ -1,0 +1,52 @@
+"""Replay a stored run or train it: the one place that joins the RunStore (rlbook.runs) and the trainer.
+
+The RunStore only reads and writes runs; this module sits above both, so `runs` never imports the trainer.
+"""
+from __future__ import annotations
+
+import fcntl
+import warnings
+
+from . import trainer
+from .config import RunConfig
+from .runs import Run, RunStore, SupersededRunWarning, reference_root
+from .versions import TRAINING_VERSION
+
+
+def run_or_load(config: RunConfig, store: RunStore | None = None, progress: bool = True,
+                references: bool = True, keep_superseded: bool = False) -> Run:
+    """Replay a finished run at once, resume an interrupted one, or train a new one (with a progress bar).
+
+    With `references`, a finished reference run shipped in data/runs with the same config is replayed too. A run
+    with the same config made by another version of the code is never replayed as current: a warning names it and
+    the run is trained anew, unless `keep_superseded` asks to replay it (the warning still says so).
+    """
+    store = store or RunStore()
+    run = store.find(config)
+    if run is None and references:
+        reference = RunStore(reference_root()).find(config)
+        if reference is not None and reference.complete:
+            return reference
+    if run is None:
+        stores = [store, RunStore(reference_root())] if references else [store]
+        older = [r for s in stores for r in s.superseded(config) if r.complete]
+        if older:
+            what = (f"{older[0].path} has this config but was made by training version {older[0].training_version} "
+                    f"(this code: {TRAINING_VERSION})")
+            if keep_superseded:
+                warnings.warn(f"{what}; replaying it as asked (keep_superseded)", SupersededRunWarning, stacklevel=2)
+                return older[0]
+            warnings.warn(f"{what}; training it anew (keep_superseded=True, or --keep-superseded, replays the old "
+                          "one instead)", SupersededRunWarning, stacklevel=2)
+    if run is not None and run.complete:
+        return run
+    if run is None:
+        try:
+            run = store.create(config)
+        except FileExistsError:  # another process created it a moment ago
+            run = store.find(config)
+    with open(run.path / "config.json") as lock:  # flock on the run's own config: no extra file
+        fcntl.flock(lock, fcntl.LOCK_EX)  # a second process waits for the one training this run, then replays it
+        if not run.complete:
+            trainer.train(config, run, progress=progress)
+    return run

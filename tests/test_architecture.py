@@ -1,0 +1,63 @@
+"""The package's layers: the core (tasks, models, rollout, objectives, trainer, runs, ops, ...) never imports a
+chapter module, the RunStore never reaches the trainer, and the chapter modules stay small."""
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "rlbook"
+ABOVE_THE_CORE = {"rlbook.book", "rlbook.replay", "rlbook.cli", "rlbook.__main__"}  # may join core and chapters
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(path: Path) -> set[str]:
+    """Every rlbook module that `path` imports, at the top or inside a function."""
+    name, found = module_name(path), set()
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("rlbook")}
+        elif isinstance(node, ast.ImportFrom):
+            base = package.split(".")[:len(package.split(".")) - node.level + 1] if node.level else []
+            target = ".".join(base + ([node.module] if node.module else []))
+            if target.startswith("rlbook"):
+                found.add(target)
+                found |= {f"{target}.{a.name}" for a in node.names}  # `from . import trainer` names a module
+    modules = {module_name(p) for p in PACKAGE.rglob("*.py")}
+    return {m for m in found if m in modules}
+
+
+GRAPH = {module_name(p): imports(p) for p in PACKAGE.rglob("*.py")}
+
+
+def reachable(start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        for nxt in GRAPH.get(todo.pop(), ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen
+
+
+def test_the_graph_sees_imports():
+    assert "rlbook.trainer" in GRAPH["rlbook.replay"] and "rlbook.runs" in GRAPH["rlbook.trainer"]
+    assert "rlbook.chapters.m2po" in GRAPH["rlbook.chapters.staleness"]
+
+
+def test_the_core_never_imports_a_chapter():
+    core = [m for m in GRAPH if not m.startswith("rlbook.chapters") and m not in ABOVE_THE_CORE]
+    assert "rlbook.trainer" in core and "rlbook.runs" in core
+    offenders = {m: sorted(c for c in reachable(m) if c.startswith("rlbook.chapters")) for m in core}
+    assert not {m: c for m, c in offenders.items() if c}
+
+
+def test_the_run_store_does_not_reach_the_trainer():
+    assert "rlbook.trainer" not in reachable("rlbook.runs")
+
+
+def test_chapter_modules_stay_small():
+    sizes = {p.name: len(p.read_text().splitlines()) for p in (PACKAGE / "chapters").glob("*.py")}
+    assert sizes and max(sizes.values()) <= 300, sizes
