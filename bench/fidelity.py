@@ -1,0 +1,48 @@
+"""Every chapter's signature table from the reference runs in data/runs: the paper reports / we observe / verdict.
+
+    python bench/fidelity.py [--root data/runs]
+
+Only runs made by the current code (rlbook.versions) count; superseded ones are counted and skipped. Prints the
+tables and writes them as JSON to bench/results/fidelity-<commit>-<time>.json.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from learning_gain import save_result  # noqa: E402
+
+from rlbook.chapters import verdicts  # noqa: E402
+from rlbook.runs import RunStore, reference_root  # noqa: E402
+
+CHAPTERS = {
+    "01 GRPO from scratch": ("01_grpo", verdicts.grpo_learns),
+    "02 staleness (M2PO)": ("02_staleness", lambda runs: verdicts.staleness_signatures(
+        [r for r in runs if "tau" not in r.config.objective_params])),
+    "03 clip vs mask (M2PO)": ("02_staleness", lambda runs: verdicts.clip_mask_signatures(
+        [r for r in runs if "tau" not in r.config.objective_params])),
+    "04 Lopti / Advantage Reweighting": ("04_lopti", verdicts.lopti_signatures),
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--root", default=str(reference_root()))
+    args = parser.parse_args()
+    store, tables = RunStore(args.root), {}
+    for title, (experiment, signatures) in CHAPTERS.items():
+        every = [r for r in store.runs(experiment) if r.complete]
+        runs = [r for r in every if r.current]
+        print(f"\n## {title}: {len(runs)} current runs in {experiment} ({len(every) - len(runs)} superseded, skipped)")
+        rows = signatures(runs) if runs else []
+        print(verdicts.markdown(rows) if rows else "no current runs")
+        tables[title] = {"experiment": experiment, "runs": len(runs), "superseded": len(every) - len(runs),
+                         "signatures": [dataclasses.asdict(s) for s in rows]}
+    save_result("fidelity", "references", {"root": args.root, "chapters": tables})
+
+
+if __name__ == "__main__":
+    main()

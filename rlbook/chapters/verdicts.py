@@ -1,0 +1,187 @@
+"""Each chapter's signatures, computed from runs with rlbook.stats: the paper reports / we observe / verdict.
+
+A signature is one claim of a paper turned into a quantity we can measure on our runs, the sign the paper gives it,
+and a verdict at two standard errors over seeds ("reproduced", "not reproduced", "within noise"). Scores are the
+mean of a run's last 3 evaluations (stats.score), never a peak. `bench/fidelity.py` prints every table.
+"""
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+from .. import stats
+from ..experiments import LOPTI_VARIANTS
+
+MATCH_BOUND = 0.03  # two accuracies "match" when the 2-s.e. interval of their difference lies inside +-0.03
+
+
+@dataclass(frozen=True)
+class Signature:
+    claim: str  # what the paper found, in words
+    paper: str  # the paper's numbers
+    observed: str  # ours, in words and numbers
+    verdict: str  # stats.REPRODUCED | NOT_REPRODUCED | WITHIN_NOISE, or "no runs"
+
+
+def cell(runs, objective: str | None = None, staleness: int | None = None, **fields) -> list:
+    """The runs (one per seed) of one setting."""
+    def keep(run):
+        c = run.config
+        return ((objective is None or c.objective == objective) and (staleness is None or c.staleness == staleness)
+                and all(getattr(c, k) == v for k, v in fields.items()))
+    return [run for run in runs if keep(run)]
+
+
+def per_seed(runs, quantity) -> stats.Estimate:
+    return stats.estimate([quantity(run) for run in runs])
+
+
+def gain(run, metric: str = "eval_greedy_acc") -> float:
+    return stats.score(run, metric) - stats.base_score(run, metric)
+
+
+def token_share(run, key: str) -> float:
+    """Mean over updates of a token statistic (e.g. the clipped or masked share of response tokens)."""
+    values = [r[key] for r in run.metrics if r.get(key) is not None]
+    return statistics.fmean(values) if values else 0.0
+
+
+def clip_share(run) -> float:
+    return token_share(run, "clip_frac_low") + token_share(run, "clip_frac_high")
+
+
+def smoothed_peak(run, metric: str = "eval_greedy_acc", window: int = 3) -> float:
+    """The best mean of `window` consecutive evaluations (less biased upward than the best single evaluation)."""
+    values = stats.evaluations(run, metric)[1]
+    spans = [values[i:i + window] for i in range(max(len(values) - window + 1, 1))]
+    return max(statistics.fmean(span) for span in spans)
+
+
+def difference(a, b, quantity=stats.score) -> stats.Estimate:
+    """Seed mean of quantity over runs a minus that over runs b, standard errors in quadrature."""
+    return per_seed(a, quantity) - per_seed(b, quantity)
+
+
+def _pct(e: stats.Estimate) -> str:
+    return f"{100 * e.mean:.2f}% ± {100 * e.se:.2f}"
+
+
+def _missing(claim: str, paper: str) -> Signature:
+    return Signature(claim, paper, "no runs of this setting", "no runs")
+
+
+def grpo_learns(runs) -> list[Signature]:
+    """Chapter 1: GRPO raises a warm-started model's accuracy."""
+    claim = "GRPO raises the accuracy of a base model"
+    paper = "Qwen3-0.6B-Base, GRPO without KL: MATH-500 15.2% -> 47.4% after 50 steps (a public from-scratch walkthrough)"
+    if not runs:
+        return [_missing(claim, paper)]
+    g, base = per_seed(runs, gain), per_seed(runs, stats.base_score)
+    observed = (f"greedy accuracy {base.mean:.3f} -> {base.mean + g.mean:.3f}: gain {g} "
+                f"(last-3 evaluations, {g.n} seeds)")
+    return [Signature(claim, paper, observed, stats.verdict(g, +1))]
+
+
+def staleness_signatures(runs) -> list[Signature]:
+    """Chapter 2 (M2PO, arXiv 2510.01161): a, b and e at the largest staleness of the runs."""
+    stalenesses = sorted({r.config.staleness for r in runs})
+    if not stalenesses:
+        return []
+    top = stalenesses[-1]
+    grpo0, grpo_top = cell(runs, "grpo", 0), cell(runs, "grpo", top)
+    free_top, m2po_top = cell(runs, "no_clip", top), cell(runs, "m2po", top)
+    out = []
+    claim, paper = f"a. GRPO gets worse with staleness (s=0 vs s={top})", "8-benchmark average 33.0 (s=0) vs 30.4 (s=256)"
+    if grpo0 and grpo_top:
+        d = difference(grpo0, grpo_top)
+        out.append(Signature(claim, paper, f"greedy score s=0 minus s={top}: {d}", stats.verdict(d, +1)))
+    else:
+        out.append(_missing(claim, paper))
+    claim = f"b. Without a trust region, s={top} first rises (prosperity) ..."
+    paper = "rises fast, then collapses"
+    if free_top:
+        rise = per_seed(free_top, lambda r: smoothed_peak(r) - stats.base_score(r))
+        fall = per_seed(free_top, lambda r: smoothed_peak(r) - stats.score(r))
+        out.append(Signature(claim, paper, f"best 3-evaluation mean minus base: {rise}", stats.verdict(rise, +1)))
+        out.append(Signature("b. ... then collapses", paper, f"best 3-evaluation mean minus final score: {fall}",
+                             stats.verdict(fall, +1)))
+    else:
+        out.append(_missing(claim, paper))
+    claim, paper = f"e. M2PO at s={top} beats GRPO at s={top}", "36.6 vs 30.4"
+    if m2po_top and grpo_top:
+        d = difference(m2po_top, grpo_top)
+        out.append(Signature(claim, paper, f"score difference: {d}", stats.verdict(d, +1)))
+    else:
+        out.append(_missing(claim, paper))
+    claim, paper = f"e. M2PO at s={top} matches on-policy GRPO", "36.6 vs 33.0 (on-policy)"
+    if m2po_top and grpo0:
+        d = difference(m2po_top, grpo0)
+        both = per_seed(m2po_top + grpo0, gain)
+        note = "" if stats.verdict(both, +1) == stats.REPRODUCED else " (but these runs barely learn: a match of nothing)"
+        out.append(Signature(claim, paper, f"score difference {d}; match = inside ±{MATCH_BOUND}{note}",
+                             stats.matches(d, MATCH_BOUND) if not note else stats.WITHIN_NOISE))
+    else:
+        out.append(_missing(claim, paper))
+    return out
+
+
+def clip_mask_signatures(runs) -> list[Signature]:
+    """Chapter 3 (M2PO, signature c): GRPO clips more when stale; M2PO masks few tokens."""
+    stalenesses = sorted({r.config.staleness for r in runs})
+    if not stalenesses:
+        return []
+    top = stalenesses[-1]
+    grpo0, grpo_top, m2po_top = cell(runs, "grpo", 0), cell(runs, "grpo", top), cell(runs, "m2po", top)
+    if not (grpo0 and grpo_top and m2po_top):
+        return [_missing("c. clipped vs masked tokens", "0.07% / 0.66% / 0.02%")]
+    c0, ctop = per_seed(grpo0, clip_share), per_seed(grpo_top, clip_share)
+    mtop = per_seed(m2po_top, lambda r: token_share(r, "mask_frac"))
+    paper = "Qwen3-Base-1.7B: GRPO clips 0.07% (s=0), 0.66% (s=256); M2PO masks 0.02% (s=256)"
+    return [
+        Signature(f"c. GRPO clips more tokens at s={top} than on-policy", paper,
+                  f"{_pct(ctop)} vs {_pct(c0)}", stats.verdict(ctop - c0, +1)),
+        Signature(f"c. M2PO at s={top} masks fewer tokens than GRPO clips there", paper,
+                  f"{_pct(mtop)} vs {_pct(ctop)}", stats.verdict(ctop - mtop, +1)),
+        Signature(f"c. M2PO at s={top} masks no more than on-policy GRPO clips", paper,
+                  f"{_pct(mtop)} vs {_pct(c0)}", stats.verdict(c0 - mtop, +1)),
+    ]
+
+
+LOPTI_PAPER = {"ar": "0.39 -> 0.53", "lopti": "0.39 -> 0.54", "ar+lopti": "0.39 -> 0.57"}
+
+
+def lopti_variant(config) -> str:
+    """The name of a run's Lopti / AR variant (experiments.LOPTI_VARIANTS), from its (ar_alpha, lopti_eta)."""
+    names = {settings: name for name, settings in LOPTI_VARIANTS.items()}
+    return names.get((config.ar_alpha, config.lopti_eta), f"alpha={config.ar_alpha}, eta={config.lopti_eta}")
+
+
+def lopti_signatures(runs) -> list[Signature]:
+    """Chapter 4 (arXiv 2505.12929): GRPO learns K&K; AR, Lopti and both beat it; the reversed order does not."""
+    by_variant = {}
+    for run in runs:
+        by_variant.setdefault(lopti_variant(run.config), []).append(run)
+    grpo = by_variant.get("grpo", [])
+    out = grpo_learns(grpo)
+    out[0] = Signature("GRPO learns Knights and Knaves", "Qwen2.5-3B: average accuracy 0.39 after GRPO",
+                       out[0].observed, out[0].verdict)
+    for variant, paper in LOPTI_PAPER.items():
+        claim = f"{variant} beats GRPO"
+        if grpo and by_variant.get(variant):
+            d = difference(by_variant[variant], grpo)
+            out.append(Signature(claim, f"K&K average accuracy {paper}", f"score difference {d}", stats.verdict(d, +1)))
+        else:
+            out.append(_missing(claim, paper))
+    claim, paper = "reversed Lopti (high-probability tokens first) does worse than Lopti", "the reversed order fails"
+    if by_variant.get("lopti") and by_variant.get("lopti_reversed"):
+        d = difference(by_variant["lopti"], by_variant["lopti_reversed"])
+        out.append(Signature(claim, paper, f"score difference {d}", stats.verdict(d, +1)))
+    else:
+        out.append(_missing(claim, paper))
+    return out
+
+
+def markdown(signatures: list[Signature]) -> str:
+    rows = ["| the paper found | the paper reports | we observe | verdict |", "|---|---|---|---|"]
+    rows += [f"| {s.claim} | {s.paper} | {s.observed} | **{s.verdict}** |" for s in signatures]
+    return "\n".join(rows)

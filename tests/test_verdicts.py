@@ -1,0 +1,78 @@
+"""Chapter signatures from synthetic runs: each reaches "reproduced", "not reproduced" and "within noise"."""
+import json
+
+import pytest
+
+from rlbook import stats
+from rlbook.chapters import verdicts
+from rlbook.config import RunConfig
+from rlbook.runs import Run, write_json
+
+
+def make_run(root, name, greedy, clip=0.0, mask=0.0, **config):
+    """A stored run: row 0 = base (greedy[0]), then one evaluated update per later value."""
+    c = RunConfig(experiment="x", name=name, preset="nano-tiny", init="scratch", **config)
+    path = root / name
+    path.mkdir()
+    write_json(path / "config.json", c.to_dict())
+    rows = [{"update": 0, "eval_greedy_acc": greedy[0]}]
+    rows += [{"update": i, "eval_greedy_acc": v, "clip_frac_low": clip / 2, "clip_frac_high": clip / 2,
+              "mask_frac": mask} for i, v in enumerate(greedy[1:], 1)]
+    (path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return Run(path)
+
+
+def seeds(root, label, finals, **config):
+    """One run per final score (base 0.3, flat at the final score for the last 3 evaluations)."""
+    return [make_run(root, f"{label}-{i}", [0.3, 0.3, f, f, f], seed=i, **config) for i, f in enumerate(finals)]
+
+
+@pytest.mark.parametrize("finals, expected", [([0.5, 0.52, 0.48], stats.REPRODUCED),
+                                              ([0.1, 0.12, 0.08], stats.NOT_REPRODUCED),
+                                              ([0.1, 0.5, 0.35], stats.WITHIN_NOISE)])
+def test_grpo_learns(tmp_path, finals, expected):
+    assert verdicts.grpo_learns(seeds(tmp_path, "g", finals))[0].verdict == expected
+
+
+def test_staleness_signatures(tmp_path):
+    runs = (seeds(tmp_path, "g0", [0.6, 0.61, 0.59], objective="grpo")
+            + seeds(tmp_path, "g16", [0.5, 0.51, 0.49], objective="grpo", staleness=16)
+            + seeds(tmp_path, "m16", [0.6, 0.59, 0.605], objective="m2po", staleness=16))
+    # no trust region: up to 0.6 for three evaluations, then down to 0.1
+    runs += [make_run(tmp_path, f"n{i}", [0.3, 0.6, 0.6 + i / 100, 0.6, 0.1, 0.1, 0.1], objective="no_clip",
+                      staleness=16, seed=i) for i in range(3)]
+    found = {s.claim.split(" ")[0] + s.claim[-12:]: s.verdict for s in verdicts.staleness_signatures(runs)}
+    assert list(found.values()) == [stats.REPRODUCED] * 5, found
+
+
+def test_a_match_of_runs_that_learn_nothing_is_not_a_match(tmp_path):
+    runs = (seeds(tmp_path, "g0", [0.3, 0.31, 0.29], objective="grpo")
+            + seeds(tmp_path, "m16", [0.3, 0.29, 0.305], objective="m2po", staleness=16))
+    match = [s for s in verdicts.staleness_signatures(runs) if "matches" in s.claim][0]
+    assert match.verdict == stats.WITHIN_NOISE and "barely learn" in match.observed
+
+
+def test_clip_mask_signatures(tmp_path):
+    runs = (seeds(tmp_path, "g0", [0.5] * 3, clip=0.001, objective="grpo")
+            + [make_run(tmp_path, f"g16-{i}", [0.3, 0.4, 0.4], clip=0.01 + i / 1000, objective="grpo",
+                        staleness=16, seed=i) for i in range(3)]
+            + [make_run(tmp_path, f"m16-{i}", [0.3, 0.4, 0.4], mask=0.02 + i / 1000, objective="m2po",
+                        staleness=16, seed=i) for i in range(3)])
+    got = [s.verdict for s in verdicts.clip_mask_signatures(runs)]
+    # GRPO clips more when stale (yes); M2PO masks fewer than stale GRPO clips (no: it masks more); nor below s=0
+    assert got == [stats.REPRODUCED, stats.NOT_REPRODUCED, stats.NOT_REPRODUCED]
+
+
+def test_missing_cells_say_so(tmp_path):
+    runs = seeds(tmp_path, "g0", [0.5, 0.5, 0.5], objective="grpo")
+    assert "no runs" in [s.verdict for s in verdicts.staleness_signatures(runs)]
+    assert verdicts.grpo_learns([])[0].verdict == "no runs"
+
+
+def test_lopti_signatures(tmp_path):
+    runs = seeds(tmp_path, "grpo", [0.5, 0.52, 0.48], task="knights_knaves")
+    runs += seeds(tmp_path, "ar", [0.6, 0.62, 0.58], task="knights_knaves", ar_alpha=0.3)
+    table = verdicts.lopti_signatures(runs)
+    assert [s.verdict for s in table[:2]] == [stats.REPRODUCED, stats.REPRODUCED]
+    assert [s.verdict for s in table[2:]] == ["no runs"] * 3
+    assert verdicts.markdown(table).count("\n") == len(table) + 1
