@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from learning_gain import save_result  # noqa: E402
 
 from rlbook import stats  # noqa: E402
-from rlbook.experiments import grpo_from_scratch, stale_run  # noqa: E402
+from rlbook.experiments import grpo_from_scratch, lopti_run, stale_run  # noqa: E402
 from rlbook.replay import run_or_load  # noqa: E402
 from rlbook.runs import RunStore, default_root  # noqa: E402
 
@@ -35,6 +35,12 @@ def ch2(objective: str, staleness: int, seed: int = 0, **changes):
     """Chapter 2 pilots: 64 prompts x 8 per rollout batch, 4 updates of 16 x 8 each (chapter 1's update size)."""
     values = {"total_updates": PILOT_UPDATES, "prompts_per_step": 64, "lr": 1e-3, **changes}
     return stale_run("cpu", objective, staleness, seed, **values)
+
+
+def ch4(variant: str = "grpo", seed: int = 0, **changes):
+    """Chapter 4 pilots: Knights and Knaves (2-3 people), nano-small warm start."""
+    values = {"total_updates": 200, "eval_every": 25, "eval_samples": 2, **changes}
+    return lopti_run("cpu", variant, seed, **values)
 
 
 # name -> list of (label, config)
@@ -54,6 +60,13 @@ SETS = {
         ("full lr1e-4 16x8 800u", ch1(0, finetune="full", lr=1e-4, total_updates=800)),
         ("lora lr1e-3 16x8 800u", ch1(0, lr=1e-3, total_updates=800)),
         ("full lr2e-4 16x8 800u", ch1(0, finetune="full", lr=2e-4, total_updates=800)),
+    ],
+    # Chapter 4: does GRPO itself learn K&K? (the comparison of AR / Lopti is only meaningful if it does)
+    "kk": lambda: [
+        ("kk lora lr5e-4", ch4()),
+        ("kk lora lr1e-3", ch4(lr=1e-3)),
+        ("kk full lr1e-4", ch4(finetune="full", lr=1e-4)),
+        ("kk lora lr2e-3", ch4(lr=2e-3)),
     ],
     # Chapter 2: how far does the policy drift (M2 of stale data) per update of lag, and does staleness hurt?
     "stale": lambda: [
