@@ -1,7 +1,9 @@
-"""Command line: `python -m rlbook train ...`, `python -m rlbook runs`, `python -m rlbook warmstart ...`.
+"""Command line: `python -m rlbook train ...`, `python -m rlbook runs`, `python -m rlbook sweep ...`.
 
 Every RunConfig field is a flag (`--staleness 16`, `--objective-params '{"tau": 0.04}'`), so the command line,
-notebooks and scripts describe runs the same way.
+notebooks and scripts describe runs the same way. A bad flag or value is one line on stderr, naming what was wrong
+and the valid choices, with exit status 2, before any run directory is made or any model is loaded. Ctrl-C stops
+a run with exit status 130; the same command resumes it from its last checkpoint.
 """
 from __future__ import annotations
 
@@ -10,7 +12,23 @@ import json
 import sys
 from dataclasses import MISSING, fields
 
-from .config import RunConfig
+from .config import FIELD_HELP, RunConfig
+from .runs import RunStore
+
+
+LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"  # what str.splitlines splits at
+
+
+def _one_line(text: str) -> str:
+    """text with its line breaks escaped (a bad value may hold some), ending in one newline."""
+    return "".join(repr(ch)[1:-1] if ch in LINE_BREAKS else ch for ch in text) + "\n"
+
+
+class _Parser(argparse.ArgumentParser):
+    """A bad command line is one line (argparse would print the usage first)."""
+
+    def error(self, message):
+        self.exit(2, _one_line(f"{self.prog}: error: {message} ({self.prog} --help lists every flag)"))
 
 
 def _parse_bool(text: str) -> bool:
@@ -19,12 +37,25 @@ def _parse_bool(text: str) -> bool:
     return text.lower() in ("true", "1", "yes")
 
 
+def _parse_json_object(text: str) -> dict:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise argparse.ArgumentTypeError(f"{text!r} is not JSON ({error}); expected an object like "
+                                         "'{\"key\": 1}'") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"{text!r} is a JSON {type(value).__name__}; expected an object like "
+                                         "'{\"key\": 1}'")
+    return value
+
+
 def _add_config_flags(parser: argparse.ArgumentParser) -> None:
     for f in fields(RunConfig):
         default = f.default if f.default is not MISSING else f.default_factory()
-        kind = {bool: _parse_bool, dict: json.loads}.get(type(default), type(default))
+        kind = {bool: _parse_bool, dict: _parse_json_object}.get(type(default), type(default))
+        help_text = f"{FIELD_HELP[f.name]} (default: {json.dumps(default)})"
         parser.add_argument(f"--{f.name.replace('_', '-')}", dest=f.name, type=kind, default=None,
-                            help=f"(default: {json.dumps(default)})")
+                            help=help_text.replace("%", "%%"))
 
 
 def _config_from(args: argparse.Namespace) -> RunConfig:
@@ -32,9 +63,12 @@ def _config_from(args: argparse.Namespace) -> RunConfig:
     return RunConfig.from_dict({k: v for k, v in vars(args).items() if k in names and v is not None})
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m rlbook", description=__doc__, allow_abbrev=False,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+def _parser() -> argparse.ArgumentParser:
+    from .experiments import SWEEPS
+    from .profiles import PROFILES
+
+    parser = _Parser(prog="python -m rlbook", description=__doc__, allow_abbrev=False,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
     train = commands.add_parser("train", help="train a run (or replay / resume it from the RunStore)",
                                 allow_abbrev=False)
@@ -43,23 +77,47 @@ def main(argv: list[str] | None = None) -> int:
     train.add_argument("--keep-superseded", action="store_true", help="replay a stored run of this config made by "
                        "an older version of the code instead of training it anew")
     sweeping = commands.add_parser("sweep", help="run (or replay) a chapter's named sweep", allow_abbrev=False)
-    sweeping.add_argument("name", help="grpo | staleness | tau | lopti")
-    sweeping.add_argument("--profile", default="auto")
+    sweeping.add_argument("name", choices=list(SWEEPS), help="the sweep: %(choices)s")
+    sweeping.add_argument("--profile", default="auto", choices=["auto", *PROFILES],
+                          help="model and budget: auto (standard with a GPU, else smoke) or %(choices)s")
     sweeping.add_argument("--reverse", action="store_true", help="run the sweep backwards (a second process can "
                           "share a sweep: runs another process is training are waited for, then replayed)")
-    sweeping.add_argument("--runs-dir", default=None)
-    listing = commands.add_parser("runs", help="list stored runs")
-    listing.add_argument("--experiment", default=None)
-    listing.add_argument("--runs-dir", default=None)
-    args = parser.parse_args(argv)
+    sweeping.add_argument("--runs-dir", default=None, help="RunStore root (default: $RLBOOK_RUNS or ./runs)")
+    listing = commands.add_parser("runs", help="list stored runs", allow_abbrev=False)
+    listing.add_argument("--experiment", default=None, help="list only this experiment's runs")
+    listing.add_argument("--runs-dir", default=None, help="RunStore root (default: $RLBOOK_RUNS or ./runs)")
+    return parser
 
-    from .replay import run_or_load
-    from .runs import RunStore
 
-    store = RunStore(args.runs_dir)
+def _list_runs(store: RunStore, experiment: str | None) -> None:
+    print(f"{'experiment':<14} {'run':<32} {'updates':>7} {'complete':>8} {'greedy acc':>10} {'code':>9}  device")
+    for run in store.runs(experiment):
+        rows, meta = run.metrics, run.meta
+        acc = [r["eval_greedy_acc"] for r in rows if "eval_greedy_acc" in r]
+        print(f"{run.path.parent.name:<14} {run.path.name:<32} {len(rows):>7} {str(meta.get('complete')):>8} "
+              f"{acc[-1] if acc else float('nan'):>10.3f} {'current' if run.current else f'v{run.training_version}':>9}"
+              f"  {meta.get('device', '?')}")
+
+
+def _interrupted(store: RunStore, config: RunConfig | None) -> str:
+    """Where Ctrl-C stopped the run being trained, and where the same command will resume it."""
+    run = store.find(config) if config is not None else None
+    if run is None:
+        return "interrupted before the run started; rerun the same command to start it"
+    rows = run.metrics
+    return (f"interrupted at update {rows[-1]['update'] if rows else 0}; rerun the same command to resume from "
+            f"update {run.meta.get('updates', 0) if (run.path / 'state.pt').exists() else 0}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    store, current = RunStore(args.runs_dir), None
     try:
+        from .replay import run_or_load  # torch and transformers: inside the try, so Ctrl-C here is answered too
+
         if args.command == "train":
-            run = run_or_load(_config_from(args), store, keep_superseded=args.keep_superseded)
+            current = _config_from(args)
+            run = run_or_load(current, store, keep_superseded=args.keep_superseded)
             last = run.metrics[-1] if run.metrics else {}
             print(f"{run.path}: {len(run.metrics)} updates, reward {last.get('reward', float('nan')):.3f}, "
                   f"greedy accuracy {last.get('eval_greedy_acc', float('nan')):.3f}")
@@ -67,18 +125,18 @@ def main(argv: list[str] | None = None) -> int:
             from .experiments import sweep
 
             configs = sweep(args.name, args.profile)[::-1 if args.reverse else 1]
-            for i, config in enumerate(configs, 1):
-                run = run_or_load(config, store)
-                print(f"[{i}/{len(configs)}] {run.path}")
+            for i, current in enumerate(configs, 1):
+                print(f"[{i}/{len(configs)}] {run_or_load(current, store).path}")
         else:
-            print(f"{'experiment':<14} {'run':<32} {'updates':>7} {'complete':>8} {'greedy acc':>10} {'code':>9}  device")
-            for run in store.runs(args.experiment):
-                rows, meta = run.metrics, run.meta
-                acc = [r["eval_greedy_acc"] for r in rows if "eval_greedy_acc" in r]
-                print(f"{run.path.parent.name:<14} {run.path.name:<32} {len(rows):>7} {str(meta.get('complete')):>8} "
-                      f"{acc[-1] if acc else float('nan'):>10.3f} {'current' if run.current else f'v{run.training_version}':>9}"
-                      f"  {meta.get('device', '?')}")
-    except (ValueError, FileNotFoundError) as error:
-        print(f"error: {error}", file=sys.stderr)
+            _list_runs(store, args.experiment)
+    except KeyboardInterrupt:
+        from tqdm import tqdm
+
+        for bar in list(tqdm._instances):  # the interrupted run's progress bar ends its line first
+            bar.close()
+        print(_interrupted(store, current), file=sys.stderr)
+        return 130
+    except (ValueError, OSError) as error:
+        sys.stderr.write(_one_line(f"error: {error}"))
         return 2
     return 0

@@ -1,15 +1,68 @@
-"""Run configuration: one dataclass, validated on construction; a wrong key or value names the field and the choices."""
+"""Run configuration: one dataclass, validated on construction; a wrong key or value names the field and the choices.
+
+Every field has a one-line description in FIELD_HELP (the command line's --help shows it). Construction checks the
+values alone; `check_runnable` checks what this machine must provide (a GPU for fused_ratio='on', the checkpoint
+that init names), before a run directory is created or a model is loaded.
+"""
 from __future__ import annotations
 
 import hashlib
+import importlib.util
+import inspect
 import json
+import math
+import os
+import re
 from dataclasses import MISSING, asdict, dataclass, field, fields
+from pathlib import Path
 
 from .versions import TRAINING_VERSION, WARM_START_VERSION
 
 FINETUNE = ("lora", "full")
 FUSED_RATIO = ("auto", "on", "off")
 INIT = ("warm", "scratch")
+DIRECTORY_NAME = re.compile(r"[\w+=-][\w.+=-]{0,99}")  # experiment and name become directory names
+MAX_SEED = 2**31
+WARM_START_FROM_RUN = ("preset", "task", "task_params")  # a run's warm start trains its own preset on its own task
+
+FIELD_HELP = {
+    "experiment": "group of runs: the RunStore directory runs/<experiment>/ (letters, digits, . _ + = -)",
+    "name": "display name of the run; not part of its identity (renaming never retrains)",
+    "seed": f"random seed of the rollouts, the problems and a scratch model (0 <= seed < {MAX_SEED})",
+    "preset": "model: a nano Qwen3 preset (random or warm-started) or a real checkpoint (rlbook.models.PRESETS)",
+    "init": "starting weights: warm (the cached warm start of preset and task), scratch (random) or a checkpoint "
+            "directory",
+    "finetune": "lora: train a LoRA adapter on every linear layer; full: train every weight",
+    "lora_rank": "rank of the LoRA adapter (finetune=lora)",
+    "lora_alpha": "LoRA scaling alpha (the update is scaled by alpha / rank)",
+    "task": "the task the model is trained and evaluated on",
+    "task_params": "JSON object of the task's parameters, e.g. {\"digits\": [1, 2]} (arithmetic) or "
+                   "{\"num_people\": 3} (knights_knaves)",
+    "prompts_per_step": "prompts sampled per training step (each gets group_size completions)",
+    "group_size": "completions per prompt; advantages are rewards relative to their group (>= 2)",
+    "temperature": "sampling temperature of the rollouts and of the sampled accuracy",
+    "max_new_tokens": "completion length limit in tokens (0: 25% more than the task's longest trace)",
+    "objective": "policy-gradient objective (rlbook.objectives.OBJECTIVES)",
+    "objective_params": "JSON object of the objective's hyper-parameters, e.g. {\"tau\": 0.04} (m2po)",
+    "total_updates": "model updates (optimizer steps) of the run",
+    "updates_per_step": "mini-batches per rollout batch (M2PO: 4), each sample used once per epoch",
+    "epochs": "passes over each rollout batch",
+    "staleness": "model updates between the policy that sampled a batch and the policy it trains "
+                 "(a multiple of updates_per_step x epochs)",
+    "lr": "AdamW learning rate",
+    "weight_decay": "AdamW weight decay",
+    "max_grad_norm": "gradient norm clipping threshold",
+    "normalize_adv_std": "divide each group's advantages by its reward standard deviation (GRPO)",
+    "ar_alpha": "Advantage Reweighting alpha in [0, 1] (0: off)",
+    "lopti_eta": "Lopti probability threshold in (-1, 1) (0: off; < 0 reverses the stage order)",
+    "fused_ratio": "fused Triton ratio op: auto (on a GPU), on (needs a GPU), off (reference PyTorch path)",
+    "eval_every": "evaluate greedy and sampled accuracy every this many updates",
+    "eval_size": "evaluation problems: the first eval_size of the fixed evaluation set (data/eval)",
+    "eval_samples": "samples per problem for the sampled accuracy (greedy accuracy takes one)",
+    "checkpoint_every": "save a resumable checkpoint every this many updates",
+    "warm_start": "JSON object of overrides for the warm start (rlbook.pretrain.WarmStartConfig), e.g. "
+                  "{\"lr\": 3e-3, \"max_steps\": 500}",
+}
 
 
 @dataclass
@@ -19,7 +72,7 @@ class RunConfig:
     seed: int = 0
     # model
     preset: str = "nano-small"
-    init: str = "warm"  # warm: the cached warm-start of (preset, task); scratch: random weights; or a checkpoint path
+    init: str = "warm"
     finetune: str = "lora"
     lora_rank: int = 16
     lora_alpha: float = 32.0
@@ -29,55 +82,57 @@ class RunConfig:
     prompts_per_step: int = 16
     group_size: int = 8
     temperature: float = 1.0
-    max_new_tokens: int = 0  # 0: derived from the task's traces
+    max_new_tokens: int = 0
     # optimisation
     objective: str = "grpo"
     objective_params: dict = field(default_factory=dict)
     total_updates: int = 400
-    updates_per_step: int = 1  # mini-batches per rollout batch (M2PO: 4), each sample used once per epoch
+    updates_per_step: int = 1
     epochs: int = 1
-    staleness: int = 0  # model updates between the sampling policy and the policy being updated
+    staleness: int = 0
     lr: float = 2e-3
     weight_decay: float = 0.0
     max_grad_norm: float = 1.0
     normalize_adv_std: bool = True
-    ar_alpha: float = 0.0  # Advantage Reweighting alpha (0 = off)
-    lopti_eta: float = 0.0  # Lopti threshold (0 = off; < 0 reverses the stage order)
+    ar_alpha: float = 0.0
+    lopti_eta: float = 0.0
     fused_ratio: str = "auto"
     # evaluation and bookkeeping
     eval_every: int = 50
-    eval_size: int = 200  # the first eval_size problems of the fixed evaluation set (data/eval)
-    eval_samples: int = 4  # samples per problem for the sampled accuracy (greedy accuracy takes one)
+    eval_size: int = 200
+    eval_samples: int = 4
     checkpoint_every: int = 50
-    warm_start: dict = field(default_factory=dict)  # overrides for pretrain.WarmStartConfig
+    warm_start: dict = field(default_factory=dict)
 
     def __post_init__(self):
         from .models import PRESETS
         from .objectives import OBJECTIVES, check_objective_params
         from .staleness import queue_depth
-        from .tasks import TASKS, make_task
-
-        def choose(name, value, valid):
-            if value not in valid:
-                raise ValueError(f"{name}={value!r} is not valid; choose one of: {', '.join(map(str, valid))}")
+        from .tasks import TASKS
 
         for f in fields(self):  # types first, so later checks compare numbers with numbers
-            value, default = getattr(self, f.name), f.default if f.default is not MISSING else f.default_factory()
-            expected = (int, float) if type(default) is float else type(default)
-            if not isinstance(value, expected) or (isinstance(value, bool) and type(default) is not bool):
-                raise ValueError(f"{f.name}={value!r} has type {type(value).__name__}; expected {type(default).__name__}")
-        choose("preset", self.preset, list(PRESETS))
-        choose("task", self.task, list(TASKS))
-        choose("objective", self.objective, list(OBJECTIVES))
-        choose("finetune", self.finetune, FINETUNE)
-        choose("fused_ratio", self.fused_ratio, FUSED_RATIO)
-        make_task(self.task, **self.task_params)  # raises on bad task parameters
-        check_objective_params(self.objective, self.objective_params)
-        if self.fused_ratio == "on" and self.objective == "gspo":
-            raise ValueError("fused_ratio='on' cannot run objective 'gspo' (sequence-level, reference path only); "
-                             "use fused_ratio='auto' or 'off'")
+            _check_type(f.name, getattr(self, f.name), f.default if f.default is not MISSING else f.default_factory())
+        for name in ("experiment", "name"):
+            if not DIRECTORY_NAME.fullmatch(getattr(self, name)):
+                raise ValueError(f"{name}={getattr(self, name)!r} is not valid: 1-100 letters, digits or . _ + = - "
+                                 "(not starting with .)")
+        if self.experiment == "warmstart":
+            raise ValueError("experiment='warmstart' is reserved for the cache of warm starts; choose another name")
+        _choose("preset", self.preset, list(PRESETS))
+        _choose("task", self.task, list(TASKS))
+        _choose("objective", self.objective, list(OBJECTIVES))
+        _choose("finetune", self.finetune, FINETUNE)
+        _choose("fused_ratio", self.fused_ratio, FUSED_RATIO)
+        _check_task(self.task, self.task_params)
+        try:
+            check_objective_params(self.objective, self.objective_params)
+        except ValueError as error:
+            raise ValueError(f"objective_params={self.objective_params!r}: {error}") from None
+        _check_warm_start(self.warm_start)
+        if not 0 <= self.seed < MAX_SEED:
+            raise ValueError(f"seed={self.seed} must be in [0, {MAX_SEED})")
         positive = ("prompts_per_step", "total_updates", "updates_per_step", "epochs", "lr", "eval_every",
-                    "eval_size", "eval_samples", "checkpoint_every", "lora_rank")
+                    "eval_size", "eval_samples", "checkpoint_every", "lora_rank", "lora_alpha")
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name}={getattr(self, name)!r} must be > 0")
@@ -100,6 +155,21 @@ class RunConfig:
         queue_depth(self.staleness, per_batch)
         if not self.init:
             raise ValueError(f"init is empty: one of {INIT} or a checkpoint directory")
+
+    def check_runnable(self) -> None:
+        """What this machine must provide to train the run: checked before a directory is made or a model loaded."""
+        import torch
+
+        from .models import get_preset
+
+        interpreted = os.environ.get("TRITON_INTERPRET") == "1" and importlib.util.find_spec("triton") is not None
+        if self.fused_ratio == "on" and not (torch.cuda.is_available() or interpreted):
+            raise ValueError("fused_ratio='on' needs a CUDA GPU (the fused Triton kernel) and none is available; "
+                             "use fused_ratio='auto' (fused only on a GPU) or 'off'")
+        if self.init not in INIT:
+            _check_checkpoint("init", self.init)
+        elif get_preset(self.preset).hub_id is not None:
+            _check_checkpoint("preset", get_preset(self.preset).hub_id)
 
     @classmethod
     def from_dict(cls, values: dict) -> "RunConfig":
@@ -126,3 +196,75 @@ class RunConfig:
     def hash(self) -> str:
         """Identity of a run as 10 hex digits (renaming a run does not retrain it; new code does)."""
         return hashlib.sha256(json.dumps(self.identity(), sort_keys=True).encode()).hexdigest()[:10]
+
+
+def _choose(name, value, valid):
+    if value not in valid:
+        raise ValueError(f"{name}={value!r} is not valid; choose one of: {', '.join(map(str, valid))}")
+
+
+def _check_type(name: str, value, default, optional: bool = False) -> None:
+    """value has the type of default (an int is a float; a bool is no number); floats are finite; dicts are JSON."""
+    if value is None and optional:
+        return
+    expected = (int, float) if type(default) is float else type(default)
+    if not isinstance(value, expected) or (isinstance(value, bool) and type(default) is not bool):
+        raise ValueError(f"{name}={value!r} has type {type(value).__name__}; expected {type(default).__name__}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{name}={value!r} is not a finite number")
+    if isinstance(value, dict):
+        try:
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"{name}={value!r} is not a JSON object of finite values ({error})") from None
+
+
+def _check_task(task: str, params: dict) -> None:
+    """The task accepts params and makes and traces problems with them (any failure is the parameters' fault)."""
+    from .tasks import TASKS, make_task
+
+    try:
+        made = make_task(task, **params)
+        made.trace(made.generate(2, seed=0)[1])
+    except Exception as error:  # the task's own message, whatever its type, named as a task_params error
+        accepted = ", ".join(inspect.signature(TASKS[task]).parameters)
+        raise ValueError(f"task_params={params!r} is not valid for task {task!r}: {error} (its parameters: "
+                         f"{accepted})") from None
+
+
+def _check_warm_start(overrides: dict) -> None:
+    """Keys, types and values of the warm-start overrides (preset, task and task_params come from the run)."""
+    from .pretrain import WarmStartConfig
+
+    valid = {f.name: f for f in fields(WarmStartConfig) if f.name not in WARM_START_FROM_RUN}
+    unknown = sorted(set(overrides) - set(valid))
+    if unknown:
+        raise ValueError(f"warm_start keys {unknown} are not valid; valid keys: {', '.join(valid)}")
+    for key, value in overrides.items():
+        _check_type(f"warm_start.{key}", value, valid[key].default, optional="None" in str(valid[key].type))
+        if isinstance(value, (int, float)) and value < 0:
+            raise ValueError(f"warm_start.{key}={value!r} must be >= 0")
+    try:
+        WarmStartConfig(**overrides)
+    except ValueError as error:
+        raise ValueError(f"warm_start={overrides!r}: {error}") from None
+
+
+def _check_checkpoint(name: str, checkpoint: str) -> None:
+    """A checkpoint directory with a config, weights and a tokenizer, or a hub id in the local Hugging Face cache."""
+    from huggingface_hub import try_to_load_from_cache
+
+    from .models import CHECKPOINT_FILES
+
+    local = Path(checkpoint).expanduser()
+    if local.is_dir():
+        missing = [what for what, patterns in CHECKPOINT_FILES.items() if not any(any(local.glob(p)) for p in patterns)]
+        if missing:
+            raise ValueError(f"{name}={checkpoint!r}: the checkpoint directory {local.resolve()} has no "
+                             f"{', '.join(missing)} (save it with save_pretrained)")
+        return
+    hub_id = checkpoint.count("/") == 1 and not checkpoint.startswith((".", "/", "~"))
+    if not (hub_id and isinstance(try_to_load_from_cache(checkpoint, "config.json"), str)):
+        raise ValueError(f"{name}={checkpoint!r}: no checkpoint directory at {local.resolve()} and no such model in "
+                         "the Hugging Face cache; use init=warm, init=scratch or a directory saved with "
+                         "save_pretrained")

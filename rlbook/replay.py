@@ -9,7 +9,7 @@ import warnings
 
 from . import trainer
 from .config import RunConfig
-from .runs import Run, RunStore, SupersededRunWarning, reference_root
+from .runs import UNTOUCHED, CorruptRunError, Run, RunStore, SupersededRunWarning, reference_root
 from .versions import TRAINING_VERSION
 
 
@@ -23,6 +23,9 @@ def run_or_load(config: RunConfig, store: RunStore | None = None, progress: bool
     """
     store = store or RunStore()
     run = store.find(config)
+    if run is not None and run.config.hash() != config.hash():
+        raise CorruptRunError(f"{run.path / 'config.json'} does not hold the config its directory name says; "
+                              f"{UNTOUCHED}")
     if run is None and references:
         reference = RunStore(reference_root()).find(config)
         if reference is not None and reference.complete:
@@ -40,6 +43,7 @@ def run_or_load(config: RunConfig, store: RunStore | None = None, progress: bool
                           "one instead)", SupersededRunWarning, stacklevel=2)
     if run is not None and run.complete:
         return run
+    config.check_runnable()
     if run is None:
         try:
             run = store.create(config)

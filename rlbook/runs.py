@@ -4,6 +4,10 @@ A run directory holds `config.json`, `metrics.jsonl` (one row per model update),
 library versions, wall time, complete or not) and `state.pt` (the latest resumable checkpoint). Every file is
 written atomically (temporary file + rename), metric rows are appended and fsynced, so a killed run never leaves a
 corrupt file: it is marked incomplete and `rlbook.replay.run_or_load` resumes it from its last checkpoint.
+
+Nothing is ever dropped silently: the one thing tolerated is a torn last row (the process died writing it, so it
+has no newline). Any other unreadable row, file or checkpoint raises CorruptRunError, naming the file (and line),
+before anything is written.
 """
 from __future__ import annotations
 
@@ -20,6 +24,13 @@ from .config import RunConfig
 
 class SupersededRunWarning(UserWarning):
     """A stored run has this config but was made by another version of the code."""
+
+
+class CorruptRunError(ValueError):
+    """A stored file cannot be read as written; the message names the file (and line). Nothing was changed."""
+
+
+UNTOUCHED = "nothing was changed; repair the file, or delete the run's directory to train it anew"
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -59,16 +70,33 @@ def write_json(path: Path, value) -> None:
     write_atomic(path, json.dumps(value, indent=1, sort_keys=True) + "\n")
 
 
+def read_json(path: Path) -> dict:
+    """A JSON object from a file; anything else raises CorruptRunError naming the file and the line."""
+    try:
+        value = json.loads(path.read_bytes())
+    except ValueError as error:  # JSONDecodeError, UnicodeDecodeError
+        raise CorruptRunError(f"{path}: not valid JSON ({error}); {UNTOUCHED}") from None
+    if not isinstance(value, dict):
+        raise CorruptRunError(f"{path}: holds a {type(value).__name__}, not a JSON object; {UNTOUCHED}")
+    return value
+
+
 def read_rows(path: Path) -> list[dict]:
-    """Rows of a JSONL file; a torn last line (the process died mid-write) is ignored."""
+    """Rows of a JSONL file. A torn last line (no newline: the process died writing it) is dropped; any other
+    unreadable line raises CorruptRunError naming the file and the line."""
     if not path.exists():
         return []
     rows = []
-    for line in path.read_text().splitlines():
+    for number, line in enumerate(path.read_bytes().splitlines(keepends=True), 1):
         try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            break
+            row = json.loads(line)
+        except ValueError as error:  # JSONDecodeError, UnicodeDecodeError
+            if not line.endswith(b"\n"):
+                break  # the torn last line
+            raise CorruptRunError(f"{path} line {number}: not a JSON row ({error}); {UNTOUCHED}") from None
+        if not isinstance(row, dict):
+            raise CorruptRunError(f"{path} line {number}: a {type(row).__name__}, not a JSON object; {UNTOUCHED}")
+        rows.append(row)
     return rows
 
 
@@ -97,16 +125,47 @@ class Run:
 
     @property
     def config(self) -> RunConfig:
-        return RunConfig.from_dict(json.loads((self.path / "config.json").read_text()))
+        path = self.path / "config.json"
+        try:
+            return RunConfig.from_dict(read_json(path))
+        except CorruptRunError:
+            raise
+        except ValueError as error:
+            raise CorruptRunError(f"{path}: not a valid run config ({error}); {UNTOUCHED}") from None
 
     @property
     def meta(self) -> dict:
         meta = self.path / "meta.json"
-        return json.loads(meta.read_text()) if meta.exists() else {}
+        return read_json(meta) if meta.exists() else {}
 
     @property
     def metrics(self) -> list[dict]:
-        return read_rows(self.path / "metrics.jsonl")
+        """The rows, one per update in increasing order (anything else raises CorruptRunError naming the line)."""
+        path = self.path / "metrics.jsonl"
+        rows = read_rows(path)
+        for number, row in enumerate(rows, 1):
+            update = row.get("update")
+            if type(update) is not int or (number > 1 and update <= rows[number - 2]["update"]):
+                raise CorruptRunError(f"{path} line {number}: update {update!r} does not follow the row before "
+                                      f"it; {UNTOUCHED}")
+        return rows
+
+    def read_state(self) -> dict | None:
+        """The checkpoint in state.pt (None when there is none); an unreadable one raises CorruptRunError."""
+        import torch
+
+        path = self.path / "state.pt"
+        if not path.exists():
+            return None
+        try:
+            state = torch.load(path, weights_only=False)
+        except Exception as error:  # torch raises RuntimeError, EOFError, UnpicklingError... for a damaged file
+            reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+            raise CorruptRunError(f"{path}: not a readable checkpoint ({reason}); {UNTOUCHED}") from None
+        keys = {"update", "model", "optimizer", "queue", "generator"}
+        if not isinstance(state, dict) or not keys <= state.keys():
+            raise CorruptRunError(f"{path}: not a training checkpoint (needs keys {sorted(keys)}); {UNTOUCHED}")
+        return state
 
     @property
     def complete(self) -> bool:
@@ -134,8 +193,13 @@ class Run:
             os.fsync(f.fileno())
 
     def truncate(self, last_update: int) -> None:
-        """Keep the rows up to a checkpoint (rows past it are re-made on resume)."""
+        """Keep the rows up to a checkpoint (rows past it are re-made on resume), which must be rows 0..last_update."""
         rows = [r for r in self.metrics if r["update"] <= last_update]
+        missing = sorted(set(range(last_update + 1)) - {r["update"] for r in rows})
+        if missing:
+            raise CorruptRunError(f"{self.path / 'metrics.jsonl'} lacks the rows of updates {missing[:5]}"
+                                  f"{'...' if len(missing) > 5 else ''} ({len(missing)} in all) before the checkpoint "
+                                  f"at update {last_update}: resuming would lose them; {UNTOUCHED}")
         write_atomic(self.path / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
 
     def update_meta(self, **values) -> None:
@@ -158,14 +222,25 @@ class RunStore:
                 and {k: v for k, v in run.config.to_dict().items() if k not in ("name", "experiment")} == same]
 
     def create(self, config: RunConfig) -> Run:
+        """A new run directory holding config.json, made whole or not at all (built hidden, then renamed)."""
         run = Run(self.root / config.experiment / f"{config.name}-{config.hash()}")
-        run.path.mkdir(parents=True, exist_ok=False)
-        write_json(run.path / "config.json", config.to_dict())
+        run.path.parent.mkdir(parents=True, exist_ok=True)
+        building = Path(tempfile.mkdtemp(dir=run.path.parent, prefix=f".{run.path.name}."))
+        write_json(building / "config.json", config.to_dict())
+        try:
+            os.rename(building, run.path)  # fails when run.path exists (it is never empty)
+        except OSError:
+            (building / "config.json").unlink()
+            building.rmdir()
+            if run.path.exists():
+                raise FileExistsError(f"{run.path} exists") from None
+            raise
         return run
 
     def runs(self, experiment: str | None = None, current_only: bool = False) -> list[Run]:
         """Every stored run (of one experiment), or only those made by this version of the code."""
         pattern = f"{experiment}/*/config.json" if experiment else "*/*/config.json"
-        runs = [Run(p.parent) for p in sorted(self.root.glob(pattern))]
+        runs = [Run(p.parent) for p in sorted(self.root.glob(pattern))
+                if p.parent.parent.name != "warmstart" and not p.parent.name.startswith(".")]
         return [run for run in runs if run.current] if current_only else runs
 

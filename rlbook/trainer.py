@@ -23,7 +23,7 @@ from .objectives import advantage_reweight, lopti_stages, policy_loss
 from .ops import fused_policy_loss, reference_token_logprobs
 from .pretrain import WarmStartConfig, warm_start
 from .rollout import Rollout, positions, rollout
-from .runs import Run, RunStore, environment
+from .runs import UNTOUCHED, CorruptRunError, Run, RunStore, environment
 from .staleness import queue_depth
 from .tasks import make_task
 from .token_stats import summarize
@@ -136,6 +136,22 @@ def save_state(run: Run, model, optimizer, update: int, queue, generator) -> Non
     tmp.replace(run.path / "state.pt")
 
 
+def load_state(run: Run, state: dict, model, optimizer, generator) -> None:
+    """Restore what save_state saved; the trainable weights must be exactly this model's trainable parameters."""
+    path = run.path / "state.pt"
+    expected = {name for name, p in model.named_parameters() if p.requires_grad}
+    missing, unexpected = sorted(expected - state["model"].keys()), sorted(state["model"].keys() - expected)
+    if missing or unexpected:
+        raise CorruptRunError(f"{path} does not fit this model: missing keys {missing[:3]} ({len(missing)} in all), "
+                              f"unexpected keys {unexpected[:3]} ({len(unexpected)} in all); {UNTOUCHED}")
+    try:
+        model.load_state_dict(state["model"], strict=False)
+        optimizer.load_state_dict(state["optimizer"])
+        generator.set_state(state["generator"])
+    except (RuntimeError, ValueError, TypeError, KeyError) as error:
+        raise CorruptRunError(f"{path} does not fit this run ({str(error).splitlines()[0]}); {UNTOUCHED}") from None
+
+
 def train(config: RunConfig, run: Run, progress: bool = True) -> None:
     """Train (or resume) the run described by config, appending one metrics row per update to run."""
     set_cpu_threads()
@@ -152,11 +168,9 @@ def train(config: RunConfig, run: Run, progress: bool = True) -> None:
     eval_set = evaluation_problems(config.task, config.task_params, config.eval_size)
     fused = use_fused(config, device)
     update, queue = 0, deque()
-    if (run.path / "state.pt").exists():
-        state = torch.load(run.path / "state.pt", weights_only=False)
-        model.load_state_dict(state["model"], strict=False)
-        optimizer.load_state_dict(state["optimizer"])
-        generator.set_state(state["generator"])
+    state = run.read_state()
+    if state is not None:
+        load_state(run, state, model, optimizer, generator)
         update, queue = state["update"], deque(state["queue"])
     run.truncate(update if update else -1)  # rows past the checkpoint (or of a run killed before one) are re-made
     run.update_meta(complete=False, resumed_at=update or None, fused_ratio=fused, training_version=TRAINING_VERSION,

@@ -5,6 +5,7 @@ import os
 import pytest
 import torch
 
+import rlbook.replay
 import rlbook.runs
 import rlbook.trainer
 from rlbook.config import RunConfig
@@ -90,18 +91,21 @@ def test_read_rows_ignores_a_torn_last_line(tmp_path):
 
 def test_append_truncate_and_series(tmp_path):
     run = RunStore(tmp_path).create(tiny())
-    rows = [{"update": 1, "loss": 0.5}, {"update": 2, "loss": 0.25, "eval_greedy_acc": 0.5},
-            {"update": 3, "loss": 0.125, "eval_greedy_acc": None}, {"update": 4, "loss": 0.0, "eval_greedy_acc": 1.0}]
+    rows = [{"update": 0, "eval_greedy_acc": 0.25}, {"update": 1, "loss": 0.5},
+            {"update": 2, "loss": 0.25, "eval_greedy_acc": 0.5}, {"update": 3, "loss": 0.125, "eval_greedy_acc": None},
+            {"update": 4, "loss": 0.0, "eval_greedy_acc": 1.0}]
     for row in rows:
         run.append(row)
     assert run.metrics == rows
-    assert (run.path / "metrics.jsonl").read_text().count("\n") == 4
+    assert (run.path / "metrics.jsonl").read_text().count("\n") == 5
     assert run.series("loss") == ([1, 2, 3, 4], [0.5, 0.25, 0.125, 0.0])
-    assert run.series("eval_greedy_acc") == ([2, 4], [0.5, 1.0])  # missing and None are skipped
+    assert run.series("eval_greedy_acc") == ([0, 2, 4], [0.25, 0.5, 1.0])  # missing and None are skipped
     assert run.series("nothing") == ([], [])
     run.truncate(2)
-    assert run.metrics == rows[:2]
+    assert run.metrics == rows[:3]
     run.truncate(0)
+    assert run.metrics == rows[:1]
+    run.truncate(-1)
     assert run.metrics == []
 
 
@@ -193,7 +197,7 @@ def test_failed_run_leaves_other_runs_untouched(tmp_path, monkeypatch):
 
 def test_reference_run_is_replayed(tmp_path, monkeypatch):
     reference_root, local_root = tmp_path / "reference", tmp_path / "local"
-    monkeypatch.setattr(rlbook.runs, "reference_root", lambda: reference_root)
+    monkeypatch.setattr(rlbook.replay, "reference_root", lambda: reference_root)
     config = tiny()
     reference = fake_run(RunStore(reference_root), config.replace(name="shipped"), rows=4, complete=True)
 
@@ -215,7 +219,7 @@ def test_reference_run_is_replayed(tmp_path, monkeypatch):
 
 def test_local_finished_run_takes_precedence_over_reference(tmp_path, monkeypatch):
     reference_root = tmp_path / "reference"
-    monkeypatch.setattr(rlbook.runs, "reference_root", lambda: reference_root)
+    monkeypatch.setattr(rlbook.replay, "reference_root", lambda: reference_root)
     config = tiny()
     fake_run(RunStore(reference_root), config, rows=4, complete=True)
     local = fake_run(RunStore(tmp_path / "local"), config, rows=3, complete=True)
