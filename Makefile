@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.rlbook-installed
 PROFILE ?= auto
 
-.PHONY: book test setup clean
+.PHONY: book test setup clean clean-runs
 
 setup: $(STAMP)
 
@@ -24,3 +24,7 @@ test: $(STAMP)
 
 clean:
 	rm -rf build
+
+# Local runs and warm starts (runs/); the reference runs in data/ are never touched.
+clean-runs:
+	rm -rf runs
