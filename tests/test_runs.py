@@ -180,7 +180,7 @@ def test_failed_run_leaves_other_runs_untouched(tmp_path, monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(rlbook.trainer, "policy_loss", broken)
+    monkeypatch.setattr(rlbook.trainer, "train_update", broken)
     failing = tiny(seed=2, experiment="t")
     with pytest.raises(RuntimeError, match="boom"):
         run_or_load(failing, store, progress=False, references=False)
