@@ -19,7 +19,7 @@ from pathlib import Path
 from .versions import TRAINING_VERSION, WARM_START_VERSION
 
 FINETUNE = ("lora", "full")
-FUSED_RATIO = ("auto", "on", "off")
+FUSED_RATIO = ("auto", "on", "off", "chunked")
 INIT = ("warm", "scratch")
 DIRECTORY_NAME = re.compile(r"[\w+=-][\w.+=-]{0,99}")  # experiment and name become directory names
 MAX_SEED = 2**31
@@ -55,7 +55,10 @@ FIELD_HELP = {
     "normalize_adv_std": "divide each group's advantages by its reward standard deviation (GRPO)",
     "ar_alpha": "Advantage Reweighting alpha in [0, 1] (0: off)",
     "lopti_eta": "Lopti probability threshold in (-1, 1) (0: off; < 0 reverses the stage order)",
-    "fused_ratio": "fused Triton ratio op: auto (on a GPU), on (needs a GPU), off (reference PyTorch path)",
+    "fused_ratio": "fused Triton ratio op: auto (on a GPU), on (needs a GPU), off (reference PyTorch path), chunked "
+                   "(lm_head and ratio op a chunk of response tokens at a time; finetune=lora)",
+    "micro_batch_size": "sequences per forward/backward pass of an update (0: the whole mini-batch at once); the "
+                        "update is the same, accumulated over micro-batches",
     "eval_every": "evaluate greedy and sampled accuracy every this many updates",
     "eval_size": "evaluation problems: the first eval_size of the fixed evaluation set (data/eval)",
     "eval_samples": "samples per problem for the sampled accuracy (greedy accuracy takes one)",
@@ -97,6 +100,7 @@ class RunConfig:
     ar_alpha: float = 0.0
     lopti_eta: float = 0.0
     fused_ratio: str = "auto"
+    micro_batch_size: int = 0
     # evaluation and bookkeeping
     eval_every: int = 50
     eval_size: int = 200
@@ -129,6 +133,12 @@ class RunConfig:
         except ValueError as error:
             raise ValueError(f"objective_params={self.objective_params!r}: {error}") from None
         _check_warm_start(self.warm_start)
+        if self.fused_ratio == "chunked" and self.finetune != "lora":
+            raise ValueError("fused_ratio='chunked' computes no lm_head gradient, so it needs finetune='lora'; use "
+                             "fused_ratio='on' or 'off' with finetune='full'")
+        if self.micro_batch_size < 0:
+            raise ValueError(f"micro_batch_size={self.micro_batch_size} must be >= 0 (0: the whole mini-batch in one "
+                             "pass)")
         if not 0 <= self.seed < MAX_SEED:
             raise ValueError(f"seed={self.seed} must be in [0, {MAX_SEED})")
         positive = ("prompts_per_step", "total_updates", "updates_per_step", "epochs", "lr", "eval_every",
@@ -188,6 +198,8 @@ class RunConfig:
     def identity(self) -> dict:
         """What a run's result depends on: every field but the display names, and the versions of the code."""
         values = {k: v for k, v in asdict(self).items() if k not in ("name", "experiment")}
+        if not self.micro_batch_size:  # the field is newer than stored runs: unset, their identity is unchanged
+            del values["micro_batch_size"]
         values["training_version"] = TRAINING_VERSION
         if self.init == "warm":
             values["warm_start_version"] = WARM_START_VERSION

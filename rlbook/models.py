@@ -12,8 +12,8 @@ from pathlib import Path
 
 import torch
 from peft import LoraConfig, get_peft_model
-from transformers import (AutoModelForCausalLM, AutoTokenizer, Qwen3Config, Qwen3ForCausalLM, Qwen3MoeConfig,
-                          Qwen3MoeForCausalLM)
+from transformers import (AutoConfig, AutoModelForCausalLM, AutoTokenizer, Qwen3Config, Qwen3ForCausalLM,
+                          Qwen3MoeConfig, Qwen3MoeForCausalLM)
 
 from transformers.utils import logging as hf_logging
 
@@ -21,6 +21,7 @@ from .tokenizer import char_tokenizer
 
 CHECKPOINT_FILES = {"config": ["config.json"], "weights": ["*.safetensors", "pytorch_model*.bin"],
                     "tokenizer": ["tokenizer.json", "tokenizer_config.json"]}
+LARGE_HIDDEN = 1024  # models at least this wide are built and loaded in bfloat16
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
@@ -64,23 +65,35 @@ def get_preset(name: str) -> Preset:
     return PRESETS[name]
 
 
-def build_model(preset: str, tokenizer=None, seed: int = 0) -> tuple[torch.nn.Module, object]:
-    """A model with random weights from a preset's config (nano presets get the character tokenizer)."""
+def build_model(preset: str, tokenizer=None, seed: int = 0, **overrides) -> tuple[torch.nn.Module, object]:
+    """A model with random weights from a preset's config, in `checkpoint_dtype` of its width (nano presets get the
+    character tokenizer); `overrides` change config values (e.g. num_hidden_layers, for a shallower model)."""
     spec = get_preset(preset)
     if spec.hub_id is not None:
         raise ValueError(f"preset {preset!r} is a pretrained checkpoint; load it with load_pretrained")
     tokenizer = tokenizer if tokenizer is not None else char_tokenizer()
-    values = dict(spec.config)
+    values = {**spec.config, **overrides}
     values.setdefault("vocab_size", len(tokenizer))
     values.update(pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
     torch.manual_seed(seed)
-    if spec.moe:
-        return Qwen3MoeForCausalLM(Qwen3MoeConfig(**values)), tokenizer
-    return Qwen3ForCausalLM(Qwen3Config(**values)), tokenizer
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(checkpoint_dtype(values["hidden_size"]))  # not built in float32 first (1.7B: 6.8 GB)
+    try:
+        model = (Qwen3MoeForCausalLM(Qwen3MoeConfig(**values)) if spec.moe
+                 else Qwen3ForCausalLM(Qwen3Config(**values)))
+    finally:
+        torch.set_default_dtype(default)
+    return model, tokenizer
 
 
-def load_pretrained(path_or_id: str, dtype: torch.dtype = torch.float32):
-    """Load a checkpoint (a local directory, or a hub id already in the local cache) with from_pretrained."""
+def checkpoint_dtype(hidden_size: int) -> torch.dtype:
+    """bfloat16 for a real model (hidden size >= LARGE_HIDDEN: Qwen3-0.6B and up), float32 for the nano models."""
+    return torch.bfloat16 if hidden_size >= LARGE_HIDDEN else torch.float32
+
+
+def load_pretrained(path_or_id: str, dtype: torch.dtype | None = None):
+    """Load a checkpoint (a local directory, or a hub id already in the local cache) with from_pretrained, in
+    `dtype` or, by default, in `checkpoint_dtype` of its hidden size (a 1.7B model never loads in float32)."""
     local = Path(path_or_id).expanduser()
     if local.is_dir():
         missing = [what for what, patterns in CHECKPOINT_FILES.items()
@@ -93,6 +106,8 @@ def load_pretrained(path_or_id: str, dtype: torch.dtype = torch.float32):
     hf_logging.disable_progress_bar()  # no "Loading weights" bar per load in notebooks
     try:
         tokenizer = AutoTokenizer.from_pretrained(path_or_id, local_files_only=True)
+        if dtype is None:
+            dtype = checkpoint_dtype(AutoConfig.from_pretrained(path_or_id, local_files_only=True).hidden_size)
         model = AutoModelForCausalLM.from_pretrained(path_or_id, dtype=dtype, local_files_only=True)
     except (OSError, ValueError) as error:
         from huggingface_hub.constants import HF_HUB_CACHE

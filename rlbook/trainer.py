@@ -18,11 +18,11 @@ from tqdm.auto import tqdm
 from .advantages import group_advantages, zero_variance_fraction
 from .config import RunConfig
 from .evaluate import accuracy, completion_budget, evaluation_problems, sampled_eval_seed
-from .models import add_lora, build_model, get_preset, load_pretrained, set_cpu_threads
-from .objectives import advantage_reweight, lopti_stages, policy_loss
-from .ops import fused_policy_loss, reference_token_logprobs
+from .models import LARGE_HIDDEN, add_lora, build_model, get_preset, load_pretrained, set_cpu_threads
+from .losspath import accumulate_gradients, loss_and_tokens, loss_path, no_grad_stats
+from .objectives import advantage_reweight, lopti_stages
 from .pretrain import WarmStartConfig, warm_start
-from .rollout import Rollout, positions, rollout
+from .rollout import Rollout, rollout
 from .runs import UNTOUCHED, CorruptRunError, Run, RunStore, environment
 from .staleness import queue_depth
 from .tasks import make_task
@@ -39,7 +39,7 @@ def init_policy(config: RunConfig, store: RunStore | None = None, progress: bool
     if config.init not in ("warm", "scratch"):
         model, tokenizer = load_pretrained(config.init)
     elif preset.hub_id is not None:
-        model, tokenizer = load_pretrained(preset.hub_id, dtype=torch.bfloat16)
+        model, tokenizer = load_pretrained(preset.hub_id)
     elif config.init == "scratch" or config.preset == "qwen3-1.7b-random":
         model, tokenizer = build_model(config.preset, seed=config.seed)
     else:
@@ -48,55 +48,17 @@ def init_policy(config: RunConfig, store: RunStore | None = None, progress: bool
         model, tokenizer = load_pretrained(str(warm_start(start, store, progress)))
     if config.finetune == "lora":
         model = add_lora(model, config.lora_rank, config.lora_alpha)
+    if model.config.hidden_size >= LARGE_HIDDEN:  # a 1.7B model: each layer is recomputed in the backward
+        model.train()
+        model.gradient_checkpointing_enable()
+        model.enable_input_require_grads()
     return model.to("cuda" if torch.cuda.is_available() else "cpu"), tokenizer
 
 
-def use_fused(config: RunConfig, device: torch.device) -> bool:
-    return config.fused_ratio == "on" or (config.fused_ratio == "auto" and device.type == "cuda"
-                                          and config.objective != "gspo")
-
-
-def response_logits(model, batch: Rollout, temperature: float) -> torch.Tensor:
-    """Logits [B, C, V] that predicted each response token, at the sampling temperature."""
-    device = next(model.parameters()).device
-    ids = torch.cat([batch.prompt_ids, batch.response_ids], 1).to(device)
-    attention = torch.cat([batch.prompt_mask, batch.response_mask.long()], 1).to(device)
-    logits = model(input_ids=ids, attention_mask=attention, position_ids=positions(attention)).logits
-    prompt_len = batch.prompt_ids.shape[1]
-    return logits[:, prompt_len - 1:-1] / max(temperature, 1e-6)
-
-
-def token_logprobs(model, batch: Rollout, temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """(logp, entropy) [B, C] of the response tokens under the model (differentiable)."""
-    logits = response_logits(model, batch, temperature)
-    logp, entropy = reference_token_logprobs(logits.flatten(0, 1), batch.response_ids.flatten().to(logits.device))
-    return logp.view(logits.shape[:2]), entropy.view(logits.shape[:2])
-
-
-def loss_and_tokens(model, batch, advantages, prox_logp, config, fused: bool):
-    """Objective loss plus per-token (logp, entropy, flags), through the fused op or the reference path."""
-    device = next(model.parameters()).device
-    mask, blogp = batch.response_mask.to(device), batch.behavior_logp.to(device)
-    params = dict(config.objective_params)
-    if prox_logp is not None:
-        params["prox_logp"] = prox_logp.to(device)
-    if fused:
-        logits = response_logits(model, batch, config.temperature)
-        shape = logits.shape[:2]
-        params = {k: v.flatten() if torch.is_tensor(v) else v for k, v in params.items()}
-        loss, tokens = fused_policy_loss(logits.flatten(0, 1), batch.response_ids.flatten().to(device),
-                                         blogp.flatten(), advantages.flatten(), mask.flatten(), config.objective,
-                                         backend="triton", **params)
-        flags = {k: tokens[k].view(shape) for k in ("clipped_low", "clipped_high", "masked")}
-        return loss, tokens["logp"].view(shape), tokens["entropy"].view(shape), flags
-    logp, entropy = token_logprobs(model, batch, config.temperature)
-    loss, flags = policy_loss(config.objective, logp, blogp, advantages, mask, **params)
-    return loss, logp, entropy, flags
-
-
-def train_update(model, optimizer, batch: Rollout, sample_advantages, prox_logp, config: RunConfig, fused: bool,
+def train_update(model, optimizer, batch: Rollout, sample_advantages, prox_logp, config: RunConfig, path: str,
                  update: int) -> dict:
-    """One model update on a mini-batch (Lopti: two optimizer steps, low- then high-probability tokens)."""
+    """One model update on a mini-batch (Lopti: two optimizer steps, low- then high-probability tokens), in one pass
+    or, with config.micro_batch_size, accumulated over micro-batches with the same result (losspath.py)."""
     device = next(model.parameters()).device
     mask, blogp = batch.response_mask.to(device), batch.behavior_logp.to(device)
     advantages = sample_advantages.to(device)[:, None] * mask
@@ -108,9 +70,14 @@ def train_update(model, optimizer, batch: Rollout, sample_advantages, prox_logp,
     for stage in stages:
         if not stage.any():  # an empty Lopti stage makes no step (AdamW would still move the weights)
             continue
-        loss, logp, entropy, flags = loss_and_tokens(model, batch, advantages * stage, prox_logp, config, fused)
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        if config.micro_batch_size:
+            loss, logp, entropy, flags = accumulate_gradients(model, batch, advantages * stage, prox_logp, config, path)
+            for p in params:  # a stage whose every gradient is 0 still steps AdamW, as the unsplit update does
+                p.grad = torch.zeros_like(p) if p.grad is None else p.grad
+        else:
+            loss, logp, entropy, flags = loss_and_tokens(model, batch, advantages * stage, prox_logp, config, path)
+            loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(params, config.max_grad_norm).item()
         if not (math.isfinite(loss.item()) and math.isfinite(grad_norm)):
             raise FloatingPointError(f"update {update}: loss {loss.item()} / gradient norm {grad_norm} is not "
@@ -166,14 +133,15 @@ def train(config: RunConfig, run: Run, progress: bool = True) -> None:
     depth, total_steps = queue_depth(config.staleness, per_batch), math.ceil(config.total_updates / per_batch)
     max_new = config.max_new_tokens or completion_budget(task, tokenizer)
     eval_set = evaluation_problems(config.task, config.task_params, config.eval_size)
-    fused = use_fused(config, device)
+    path = loss_path(config, device)
     update, queue = 0, deque()
     state = run.read_state()
     if state is not None:
         load_state(run, state, model, optimizer, generator)
         update, queue = state["update"], deque(state["queue"])
     run.truncate(update if update else -1)  # rows past the checkpoint (or of a run killed before one) are re-made
-    run.update_meta(complete=False, resumed_at=update or None, fused_ratio=fused, training_version=TRAINING_VERSION,
+    run.update_meta(complete=False, resumed_at=update or None, fused_ratio=path != "reference", loss_path=path,
+                    training_version=TRAINING_VERSION,
                     **environment())
 
     def sample_batch(step: int) -> Rollout:
@@ -199,7 +167,7 @@ def train(config: RunConfig, run: Run, progress: bool = True) -> None:
             queue.append(sample_batch(step))
         batch = queue.popleft()
         advantages = group_advantages(batch.rewards, config.group_size, config.normalize_adv_std)
-        prox = token_logprobs_no_grad(model, batch, config) if config.objective in PROXIMAL_OBJECTIVES else None
+        prox = no_grad_stats(model, batch, config, path)[0] if config.objective in PROXIMAL_OBJECTIVES else None
         groups = torch.arange(len(batch)).view(-1, config.group_size)
         for epoch in range(config.epochs):
             for rows in groups.chunk(config.updates_per_step):
@@ -211,7 +179,7 @@ def train(config: RunConfig, run: Run, progress: bool = True) -> None:
                 row = {"update": update + 1, "step": step + 1, "epoch": epoch, "policy_lag": update - batch.policy_version,
                        "lr": optimizer.param_groups[0]["lr"], **batch_row(mini, config.group_size)}
                 row.update(train_update(model, optimizer, mini, advantages[rows], None if prox is None else prox[rows],
-                                        config, fused, update + 1))
+                                        config, path, update + 1))
                 update += 1
                 row["tokens_per_s"] = mini.response_mask.sum().item() / (time.time() - tic)
                 if update % config.eval_every == 0 or update == config.total_updates:
@@ -227,8 +195,3 @@ def train(config: RunConfig, run: Run, progress: bool = True) -> None:
     save_state(run, model, optimizer, update, queue, generator)
     run.update_meta(complete=True, updates=update, wall_time_s=round(time.time() - start_time, 1))
 
-
-@torch.no_grad()
-def token_logprobs_no_grad(model, batch: Rollout, config: RunConfig) -> torch.Tensor:
-    """Proximal log-probs: the policy at the start of the step (decoupled PPO / TIS)."""
-    return token_logprobs(model, batch, config.temperature)[0]

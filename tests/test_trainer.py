@@ -10,6 +10,7 @@ import math
 import pytest
 import torch
 
+import rlbook.losspath
 import rlbook.runs
 import rlbook.trainer
 from rlbook.evaluate import sampled_eval_seed
@@ -243,14 +244,14 @@ def test_finished_run_replays_without_training(tmp_path, monkeypatch, shaped):
 # ---- failures ----
 
 def test_non_finite_loss_stops_with_the_update(tmp_path, monkeypatch, shaped):
-    original, calls = rlbook.trainer.policy_loss, [0]
+    original, calls = rlbook.losspath.policy_loss, [0]
 
     def policy_loss(*args, **kwargs):
         calls[0] += 1
         loss, flags = original(*args, **kwargs)
         return (loss * math.nan if calls[0] == 3 else loss), flags
 
-    monkeypatch.setattr(rlbook.trainer, "policy_loss", policy_loss)
+    monkeypatch.setattr(rlbook.losspath, "policy_loss", policy_loss)
     config = tiny(total_updates=5)
     with pytest.raises(FloatingPointError, match=r"^update 3\b"):
         train(config, tmp_path)
@@ -373,11 +374,11 @@ def test_fused_update_equals_reference(objective):
     advantages = torch.randn(len(batch), 1, generator=generator) * mask
     prox = None
     if objective in rlbook.trainer.PROXIMAL_OBJECTIVES:
-        prox = rlbook.trainer.token_logprobs_no_grad(model, batch, config) + 0.1 * noise * mask
+        prox = rlbook.losspath.no_grad_stats(model, batch, config, "reference")[0] + 0.1 * noise * mask
     results = []
-    for fused in (True, False):
+    for path in ("fused", "reference"):
         model.zero_grad(set_to_none=True)
-        loss, logp, entropy, flags = rlbook.trainer.loss_and_tokens(model, batch, advantages, prox, config, fused)
+        loss, logp, entropy, flags = rlbook.trainer.loss_and_tokens(model, batch, advantages, prox, config, path)
         loss.backward()
         grads = [p.grad.clone() for p in model.parameters() if p.requires_grad]
         results.append((loss.detach(), logp.detach() * mask, entropy.detach() * mask, flags, grads))

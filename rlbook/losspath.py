@@ -1,0 +1,126 @@
+"""The trainer's loss path: log-probs of a batch's response tokens under the model, and one update's gradient
+accumulated over micro-batches.
+
+Three paths to the log-probs (`loss_path`, from RunConfig.fused_ratio):
+  reference (off; auto on a CPU): the model's logits over the whole sequence [B, P+C, V], sliced, divided by T,
+      float32 log-softmax. Kept exactly as it was: the CPU golden results (tests/test_versions.py) come from it.
+  fused (on; auto on a GPU): the lm_head runs on the hidden states of the response tokens only ([N, H] -> [N, V],
+      padding never reaches it), then the Triton op with T inside it and the gradient written into the logits.
+  chunked: the same hidden states through `ops.chunked_token_logprobs`: at most CHUNK_TOKENS x V logits exist.
+"""
+from __future__ import annotations
+
+import torch
+
+from .objectives import policy_loss
+from .ops import chunked_token_logprobs, reference_token_logprobs, token_logprobs as op_token_logprobs
+from .rollout import Rollout, positions
+
+PATHS = ("reference", "fused", "chunked")
+CHUNK_TOKENS = 1024  # tokens per chunk of logits: 1024 x 151936 x bf16 = 0.3 GB
+
+
+def loss_path(config, device: torch.device) -> str:
+    if config.fused_ratio == "chunked":
+        return "chunked"
+    if config.fused_ratio == "on" or (config.fused_ratio == "auto" and device.type == "cuda"):
+        return "fused"
+    return "reference"
+
+
+def _inputs(model, batch: Rollout):
+    device = next(model.parameters()).device
+    ids = torch.cat([batch.prompt_ids, batch.response_ids], 1).to(device)
+    attention = torch.cat([batch.prompt_mask, batch.response_mask.long()], 1).to(device)
+    return dict(input_ids=ids, attention_mask=attention, position_ids=positions(attention))
+
+
+def response_logits(model, batch: Rollout, temperature: float) -> torch.Tensor:
+    """Logits [B, C, V] that predicted each response token, at the sampling temperature (the reference path)."""
+    logits = model(**_inputs(model, batch)).logits
+    prompt_len = batch.prompt_ids.shape[1]
+    return logits[:, prompt_len - 1:-1] / max(temperature, 1e-6)
+
+
+def token_logprobs(model, batch: Rollout, temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """(logp, entropy) [B, C] of the response tokens through the reference path (differentiable)."""
+    logits = response_logits(model, batch, temperature)
+    logp, entropy = reference_token_logprobs(logits.flatten(0, 1), batch.response_ids.flatten().to(logits.device))
+    return logp.view(logits.shape[:2]), entropy.view(logits.shape[:2])
+
+
+def response_hidden(model, batch: Rollout) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(hidden [N, H], token ids [N], response mask [B, C] bool): the final hidden states at the positions that
+    predict the N response tokens (mask 1 only); the lm_head is not run."""
+    inner = (model.get_base_model() if hasattr(model, "get_base_model") else model).model  # the decoder stack
+    hidden = inner(**_inputs(model, batch), use_cache=False).last_hidden_state
+    resp = batch.response_mask.to(hidden.device) != 0
+    prompt_len = batch.prompt_ids.shape[1]
+    return hidden[:, prompt_len - 1:-1][resp], batch.response_ids.to(hidden.device)[resp], resp
+
+
+def token_stats(model, batch: Rollout, temperature: float, path: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """(logp, entropy), float32 [B, C], through `path`; logp differentiable under grad mode; 0 on padding
+    (fused and chunked paths)."""
+    if path == "reference":
+        return token_logprobs(model, batch, temperature)
+    hidden, ids, resp = response_hidden(model, batch)
+    head, temperature = model.get_output_embeddings(), max(temperature, 1e-6)
+    if path == "chunked":
+        logp, entropy = chunked_token_logprobs(hidden, head.weight, ids, temperature=temperature,
+                                               chunk_size=CHUNK_TOKENS)
+    else:  # the logits are this function's own: their buffer may hold their gradient
+        logp, entropy = op_token_logprobs(head(hidden), ids, temperature=temperature, backend="triton",
+                                          inplace_grad=torch.is_grad_enabled())
+    zeros = torch.zeros(resp.shape, dtype=logp.dtype, device=logp.device)
+    return zeros.masked_scatter(resp, logp), zeros.masked_scatter(resp, entropy)
+
+
+def objective_loss(logp, batch: Rollout, advantages, prox_logp, config):
+    """(loss, flags) of config's objective on [B, C] log-probs of the whole mini-batch."""
+    device = logp.device
+    params = dict(config.objective_params)
+    if prox_logp is not None:
+        params["prox_logp"] = prox_logp.to(device)
+    return policy_loss(config.objective, logp, batch.behavior_logp.to(device), advantages,
+                       batch.response_mask.to(device), **params)
+
+
+def loss_and_tokens(model, batch, advantages, prox_logp, config, path: str):
+    """Objective loss (differentiable) plus per-token (logp, entropy, flags), in one pass over the mini-batch."""
+    logp, entropy = token_stats(model, batch, config.temperature, path)
+    loss, flags = objective_loss(logp, batch, advantages, prox_logp, config)
+    return loss, logp, entropy, flags
+
+
+def micro_batches(rows: torch.Tensor, size: int) -> list[torch.Tensor]:
+    return list(rows.split(size)) if size else [rows]
+
+
+@torch.no_grad()
+def no_grad_stats(model, batch: Rollout, config, path: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """(logp, entropy) [B, C] without a graph, micro_batch_size sequences at a time (the proximal log-probs too)."""
+    parts = [token_stats(model, batch.select(rows), config.temperature, path)
+             for rows in micro_batches(torch.arange(len(batch)), config.micro_batch_size)]
+    return torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
+
+
+def accumulate_gradients(model, batch: Rollout, advantages, prox_logp, config, path: str):
+    """The unsplit `loss_and_tokens(...)` + `loss.backward()`, micro_batch_size sequences at a time; returns the
+    same (loss, logp, entropy, flags) of the whole mini-batch, detached, with the gradients in the parameters.
+
+    Pass 1 (no grad): logp of every response token. The objective runs once on the whole mini-batch [B, C], so
+    every batch-wide decision (M2PO's mask, m2po_cap's cap, GSPO's sequence ratios, the token-mean denominator) is
+    the unsplit one, and autograd gives coef = d loss / d logp. Pass 2: per micro-batch of the sequences with a
+    non-zero coef (zero-advantage groups have none), logp again with grad, backward of sum(coef * logp). The
+    gradients add up to d loss / d theta = sum_t coef_t d logp_t / d theta. Cost: one extra no-grad forward.
+    """
+    logp, entropy = no_grad_stats(model, batch, config, path)
+    logp.requires_grad_()
+    loss, flags = objective_loss(logp, batch, advantages, prox_logp, config)
+    coef, = torch.autograd.grad(loss, logp, allow_unused=True, materialize_grads=True)
+    live = coef.ne(0).any(1).nonzero().squeeze(1).cpu()
+    for rows in micro_batches(live, config.micro_batch_size):
+        part, _ = token_stats(model, batch.select(rows), config.temperature, path)
+        (part * coef[rows.to(coef.device)]).sum().backward()
+    return loss.detach(), logp.detach(), entropy, flags
