@@ -19,7 +19,8 @@ from ..profiles import resolve_profile
 from ..rollout import rollout
 from ..runs import RunStore, write_json
 from ..tasks import make_task
-from ..trainer import init_policy, response_logits, token_logprobs
+from ..losspath import response_logits, token_logprobs
+from ..trainer import init_policy
 
 CACHE = "accuracy_by_people.json"
 ANALYSIS_SEED = 777_000  # puzzles of the per-token analysis: apart from training (>= 1e6) and evaluation streams
