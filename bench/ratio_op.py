@@ -99,8 +99,9 @@ def logits_rows(n, v, args, device, peak):
         with torch.no_grad():
             logits.copy_(pristine)
 
-    def fwd_bwd(loss_fn, **kw):
-        return lambda: torch.autograd.grad(loss_fn(logits, ids, blogp, adv, mask, "grpo", **kw)[0], logits)
+    def fwd_bwd(loss_fn, **kw):  # through a view: the in-place gradient refuses a leaf
+        return lambda: torch.autograd.grad(loss_fn(logits.view_as(logits), ids, blogp, adv, mask, "grpo", **kw)[0],
+                                           logits)
 
     def no_grad(fn):
         return lambda: torch.no_grad()(fn)(pristine, ids)
@@ -114,9 +115,9 @@ def logits_rows(n, v, args, device, peak):
                 one_read, args, cuda, peak),
         measure("fused loss fwd", lambda: fused_policy_loss(logits, ids, blogp, adv, mask, "grpo", backend=backend),
                 restore, one_read, args, cuda, peak),
-        measure("fused loss fwd+bwd (in place)", fwd_bwd(fused_policy_loss, backend=backend), restore,
-                3 * one_read, args, cuda, peak),
-        measure("fused loss fwd+bwd (new buffer)", fwd_bwd(fused_policy_loss, backend=backend, inplace_grad=False),
+        measure("fused loss fwd+bwd (in place)", fwd_bwd(fused_policy_loss, backend=backend, inplace_grad=True),
+                restore, 3 * one_read, args, cuda, peak),
+        measure("fused loss fwd+bwd (new buffer)", fwd_bwd(fused_policy_loss, backend=backend),
                 restore, 3 * one_read, args, cuda, peak),
     ]
     return rows
@@ -221,12 +222,16 @@ def write_json(name, peak, args, results):
               "command": " ".join(sys.argv), "torch": torch.__version__, "triton": triton_version,
               "vocab": args.vocab, "hidden": args.hidden, "chunk_size": args.chunk_size, "dtype": str(args.dtype),
               "repeats": args.repeats, "results": results}
-    folder = pathlib.Path(tempfile.gettempdir()) if args.cpu_smoke else ROOT / "bench" / "results"
     slug = "".join(ch if ch.isalnum() else "-" for ch in name).strip("-")
-    path = folder / f"ratio_op-{slug}-{commit[:12]}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(record, indent=2) + "\n")
-    print(f"wrote {path}")
+    if args.cpu_smoke:
+        path = pathlib.Path(tempfile.gettempdir()) / f"ratio_op-{slug}-{commit[:12]}.json"
+        path.write_text(json.dumps(record, indent=2) + "\n")
+        print(f"wrote {path}")
+        return
+    sys.path.insert(0, str(ROOT / "bench"))
+    from learning_gain import save_result
+
+    save_result("ratio_op", slug, record)
 
 
 if __name__ == "__main__":
