@@ -275,8 +275,11 @@ def _check_checkpoint(name: str, checkpoint: str) -> None:
             raise ValueError(f"{name}={checkpoint!r}: the checkpoint directory {local.resolve()} has no "
                              f"{', '.join(missing)} (save it with save_pretrained)")
         return
-    hub_id = checkpoint.count("/") == 1 and not checkpoint.startswith((".", "/", "~"))
-    if not (hub_id and isinstance(try_to_load_from_cache(checkpoint, "config.json"), str)):
+    try:
+        cached = isinstance(try_to_load_from_cache(checkpoint, "config.json"), str)
+    except ValueError:  # not even a valid hub id
+        cached = False
+    if not (checkpoint.count("/") == 1 and not checkpoint.startswith((".", "/", "~")) and cached):
         raise ValueError(f"{name}={checkpoint!r}: no checkpoint directory at {local.resolve()} and no such model in "
                          "the Hugging Face cache; use init=warm, init=scratch or a directory saved with "
                          "save_pretrained")

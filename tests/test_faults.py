@@ -7,7 +7,6 @@ forkserver that imported rlbook once: a fresh `python -m rlbook` spends about 7 
 on a loaded 2-core machine, and eleven of them would not fit the time budget. The Ctrl-C case runs the real
 `python -m rlbook train` command. RLBOOK_THREADS=1 throughout (and one torch thread in this process).
 """
-import json
 import multiprocessing
 import os
 import random
@@ -23,7 +22,7 @@ import pytest
 from rlbook.cli import main
 from rlbook.config import RunConfig
 from rlbook.replay import run_or_load
-from rlbook.runs import RunStore, read_rows
+from rlbook.runs import RunStore
 
 ROOT = Path(__file__).resolve().parent.parent
 SETTINGS = dict(experiment="faults", preset="nano-tiny", init="scratch", prompts_per_step=2, group_size=2,
