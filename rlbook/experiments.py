@@ -59,7 +59,8 @@ DECISIVE_SEEDS = {**SEEDS, "cpu": [0, 1, 2, 3, 4]}
 LOPTI_VARIANTS = {"grpo": (0.0, 0.0), "ar": (0.3, 0.0), "lopti": (0.0, 0.5), "ar+lopti": (0.3, 0.5),
                   "lopti_reversed": (0.0, -0.5)}
 # K&K completions are long for a character model: the smoke profile runs only a few updates per variant (CI time).
-LOPTI_BUDGET = {"smoke": dict(total_updates=20, eval_every=10)}
+LOPTI_BUDGET = {"smoke": dict(total_updates=20, eval_every=10),
+                "cpu": dict(total_updates=200, eval_every=25, eval_samples=2)}
 KNIGHTS_KNAVES = {"task": "knights_knaves", "task_params": {"num_people": [2, 3]},
                   "warm_start": dict(lr=2e-3, batch_size=64, validation_size=100, max_steps=2000)}
 
