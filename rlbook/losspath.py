@@ -94,7 +94,8 @@ def loss_and_tokens(model, batch, advantages, prox_logp, config, path: str):
 
 
 def micro_batches(rows: torch.Tensor, size: int) -> list[torch.Tensor]:
-    return list(rows.split(size)) if size else [rows]
+    """Rows in runs of `size` (0: all at once); no run when there are no rows."""
+    return [part for part in (rows.split(size) if size else [rows]) if len(part)]
 
 
 @torch.no_grad()
