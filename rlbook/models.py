@@ -39,7 +39,7 @@ def _nano(hidden: int, layers: int, heads: int, kv_heads: int, mlp: int, **extra
                 rms_norm_eps=1e-6, rope_theta=10000.0, **extra)
 
 
-# Qwen3-1.7B's shape (PAPERS.md section 7, public model card values).
+# Qwen3-1.7B's shape (Qwen3 Technical Report, arXiv 2505.09388; public model card values).
 QWEN3_1_7B = dict(hidden_size=2048, num_hidden_layers=28, num_attention_heads=16, num_key_value_heads=8, head_dim=128,
                   intermediate_size=6144, vocab_size=151936, tie_word_embeddings=True, rms_norm_eps=1e-6,
                   rope_theta=1_000_000.0, max_position_embeddings=32768)

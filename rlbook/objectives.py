@@ -42,7 +42,7 @@ def grpo(logp, blogp, advantages, resp, *, eps_low=0.2, eps_high=0.2, dual_clip=
 
 
 def no_clip(logp, blogp, advantages, resp):
-    # The same surrogate without a trust region (PAPERS.md section 1, eps = infinity)
+    # The same surrogate without a trust region (eps = infinity)
     return -_token_mean(torch.exp(logp - blogp) * advantages, resp), {}
 
 
@@ -71,7 +71,7 @@ def m2po_cap(logp, blogp, advantages, resp, *, tau=0.04):
 
 
 def tis(logp, blogp, advantages, resp, *, prox_logp, eps_low=0.2, eps_high=0.2, tis_cap=2.0):
-    # Truncated importance sampling (Yao et al. 2025; PAPERS.md section 5): w = min(pi_prox / pi_behav, C), detached
+    # Truncated importance sampling (Yao et al. 2025, a blog post): w = min(pi_prox / pi_behav, C), detached
     weight = torch.exp(prox_logp - blogp).clamp(max=tis_cap)
     return _weighted_prox_surrogate(logp, prox_logp, advantages, resp, weight, eps_low, eps_high)
 

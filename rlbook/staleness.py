@@ -1,4 +1,4 @@
-"""Stale rollouts exactly as M2PO defines staleness (arXiv 2510.01161, section 2 of PAPERS.md).
+"""Stale rollouts exactly as M2PO defines staleness (arXiv 2510.01161).
 
 Staleness s counts model updates between the policy that sampled a batch and the policy being updated. One
 training step samples one rollout batch and makes `updates_per_step` updates with it, so a FIFO of s / k batches

@@ -61,3 +61,13 @@ def test_the_run_store_does_not_reach_the_trainer():
 def test_chapter_modules_stay_small():
     sizes = {p.name: len(p.read_text().splitlines()) for p in (PACKAGE / "chapters").glob("*.py")}
     assert sizes and max(sizes.values()) <= 300, sizes
+
+
+def test_nothing_points_at_files_the_project_does_not_ship():
+    root = PACKAGE.parent
+    unshipped = ["PAPERS" + ".md", "DESIGN" + ".md", "../" + "shared"]
+    files = [root / "README.md", root / "Makefile", *root.glob("book/**/*.*"), *root.glob("notebooks/*.ipynb"),
+             *PACKAGE.rglob("*.py"), *root.glob("bench/*.py"), *root.glob("tests/*.py")]
+    hits = [f"{p.relative_to(root)}: {name}" for p in files if p.is_file() for name in unshipped
+            if name in p.read_text(errors="ignore")]
+    assert not hits

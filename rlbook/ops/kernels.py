@@ -24,7 +24,7 @@ CONFIGS = [triton.Config({"BLOCK": block}, num_warps=warps) for block in (2048, 
 
 @triton.jit
 def _stats_kernel(logits_ptr, ids_ptr, logp_ptr, ent_ptr, lse_ptr, row_stride, V, scale, BLOCK: tl.constexpr):
-    """Online log-sum-exp over tiles (PAPERS.md section 6), with one block reduction per tile (the max).
+    """Online log-sum-exp over tiles (online softmax, arXiv 1805.02867), with one block reduction per tile (the max).
 
     Running max m (a scalar), and per lane s = sum exp(x - m), t = sum exp(x - m) (x - m). When the max moves from
     m to m', s' = s e^(m-m') and t' = e^(m-m') (t + (m - m') s), lane by lane; the lanes are summed once, after the

@@ -1,7 +1,7 @@
 """Arithmetic: a op b = ? for numbers of a chosen number of digits, with an optional short scratchpad.
 
 Prompt `"47+385="`, completion `"432"` (or with the scratchpad `"385+7=392;392+40=432;432"`: one line per
-digit of the first operand, then the answer after the last `;`). Reward as in M2PO's setup (PAPERS.md s.2):
+digit of the first operand, then the answer after the last `;`). Reward as in M2PO's setup (arXiv 2510.01161):
 1.0 correct, 0.1 when an answer can be extracted but is wrong, 0.0 otherwise.
 """
 from __future__ import annotations
