@@ -11,6 +11,10 @@ import torch
 
 from .tasks.base import Problem
 
+# Matrix products of fewer rows take another kernel on the CPU (torch 2.13: M < 4), whose rounding differs: the
+# batch never shrinks below this many rows, so every row's numbers are those of the full batch.
+MIN_ROWS = 4
+
 
 @dataclass
 class Rollout:
@@ -40,18 +44,63 @@ def positions(attention_mask: torch.Tensor) -> torch.Tensor:
     return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
 
 
+def distinct(prompts: list[str]) -> tuple[list[int], torch.Tensor]:
+    """(rows of the first occurrence of each distinct prompt, index [B] of every prompt's row among them)."""
+    first: dict[str, int] = {}
+    for row, prompt in enumerate(prompts):
+        first.setdefault(prompt, row)
+    index = {prompt: k for k, prompt in enumerate(first)}
+    return list(first.values()), torch.tensor([index[p] for p in prompts])
+
+
+def prefill(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, prompts: list[str]):
+    """(last-position logits [B, V], KV cache of B rows): on the CPU each distinct prompt runs once, then is copied
+    to its rows (a GRPO batch repeats every prompt group_size times; a row's result does not depend on the batch's
+    other rows there, tests/test_speed_equivalence.py)."""
+    rows, inverse = distinct(prompts)
+    if len(rows) == len(prompts) or len(rows) * prompt_ids.shape[1] < MIN_ROWS or prompt_ids.device.type != "cpu":
+        out = model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=positions(prompt_mask),
+                    use_cache=True)
+        return out.logits[:, -1], out.past_key_values
+    ids, mask = prompt_ids[rows], prompt_mask[rows]
+    out = model(input_ids=ids, attention_mask=mask, position_ids=positions(mask), use_cache=True)
+    out.past_key_values.reorder_cache(inverse.to(prompt_ids.device))
+    return out.logits[:, -1][inverse.to(prompt_ids.device)], out.past_key_values
+
+
+def still_running(done: torch.Tensor, floor: int) -> torch.Tensor:
+    """Positions (ascending) of the rows to keep in the batch: the unfinished ones, topped up to `floor` rows with
+    finished ones."""
+    order = torch.argsort(done.int(), stable=True)  # unfinished rows first
+    return order[:max(int((~done).sum()), floor)].sort().values
+
+
+def step_mask(rows: torch.Tensor, attention: torch.Tensor) -> torch.Tensor:
+    """The attention mask of a decoding step for the running rows: their padding mask, or, when it has no zero but
+    the whole batch's does, the same as the [b, 1, 1, T] mask the model builds for the whole batch (from an all-ones
+    padding mask it would build none, and the attention kernel without a mask rounds differently)."""
+    if attention.all() or not rows.all():
+        return rows
+    return rows[:, None, None, :].bool()
+
+
 @torch.no_grad()
 def sample(model, tokenizer, prompts: list[str], max_new_tokens: int, temperature: float = 1.0,
            generator: torch.Generator | None = None):
-    """Sample one completion per prompt (greedy when temperature == 0). Returns ids, mask, logp, prompt ids/mask."""
+    """Sample one completion per prompt (greedy when temperature == 0). Returns ids, mask, logp, prompt ids/mask.
+
+    On the CPU only the rows still running go through the model (the KV cache drops finished rows, down to
+    MIN_ROWS); the sampling step still sees all B rows (finished rows get uniform logits, their draw is discarded),
+    so the random stream, and with it every sampled token, is the same as when every row runs to the end."""
     device = next(model.parameters()).device
     enc = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
     prompt_ids, prompt_mask = enc["input_ids"].to(device), enc["attention_mask"].to(device)
     attention, finished = prompt_mask, torch.zeros(len(prompts), dtype=torch.bool, device=device)
-    out = model(input_ids=prompt_ids, attention_mask=attention, position_ids=positions(attention), use_cache=True)
+    running, floor = torch.arange(len(prompts), device=device), MIN_ROWS if device.type == "cpu" else len(prompts)
+    last, cache = prefill(model, prompt_ids, prompt_mask, prompts)
     tokens, logps, masks = [], [], []
     for _ in range(max_new_tokens):
-        logits = out.logits[:, -1].float()
+        logits = last.float().new_zeros(len(prompts), last.shape[-1]).index_copy_(0, running, last.float())
         if temperature == 0:
             token = logits.argmax(-1)
             logp = torch.log_softmax(logits, -1).gather(-1, token[:, None])[:, 0]
@@ -67,8 +116,14 @@ def sample(model, tokenizer, prompts: list[str], max_new_tokens: int, temperatur
         if finished.all():
             break
         attention = torch.cat([attention, live[:, None].long()], dim=1)
-        out = model(input_ids=tokens[-1][:, None], attention_mask=attention,
-                    position_ids=positions(attention)[:, -1:], past_key_values=out.past_key_values, use_cache=True)
+        keep = still_running(finished[running], floor)
+        if len(keep) < len(running):
+            cache.batch_select_indices(keep)
+            running = running[keep]
+        rows = attention[running]
+        out = model(input_ids=tokens[-1][running, None], attention_mask=step_mask(rows, attention),
+                    position_ids=positions(rows)[:, -1:], past_key_values=cache, use_cache=True)
+        last, cache = out.logits[:, -1], out.past_key_values
     return prompt_ids, prompt_mask, torch.stack(tokens, 1), torch.stack(masks, 1).float(), torch.stack(logps, 1)
 
 
