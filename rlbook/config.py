@@ -59,6 +59,8 @@ FIELD_HELP = {
                    "(lm_head and ratio op a chunk of response tokens at a time; finetune=lora)",
     "micro_batch_size": "sequences per forward/backward pass of an update (0: the whole mini-batch at once); the "
                         "update is the same, accumulated over micro-batches",
+    "rollout_batch_size": "sequences sampled at once in rollouts and evaluation, a multiple of group_size (0: a "
+                          "step's prompts_per_step x group_size at once; evaluation 256); bounds the KV cache",
     "eval_every": "evaluate greedy and sampled accuracy every this many updates",
     "eval_size": "evaluation problems: the first eval_size of the fixed evaluation set (data/eval)",
     "eval_samples": "samples per problem for the sampled accuracy (greedy accuracy takes one)",
@@ -101,6 +103,7 @@ class RunConfig:
     lopti_eta: float = 0.0
     fused_ratio: str = "auto"
     micro_batch_size: int = 0
+    rollout_batch_size: int = 0
     # evaluation and bookkeeping
     eval_every: int = 50
     eval_size: int = 200
@@ -148,6 +151,9 @@ class RunConfig:
                 raise ValueError(f"{name}={getattr(self, name)!r} must be > 0")
         if self.group_size < 2:
             raise ValueError(f"group_size={self.group_size}: GRPO needs at least 2 completions per prompt")
+        if self.rollout_batch_size < 0 or self.rollout_batch_size % self.group_size:
+            raise ValueError(f"rollout_batch_size={self.rollout_batch_size} must be a multiple of group_size="
+                             f"{self.group_size} (whole groups), or 0: every prompt of a step at once")
         if self.prompts_per_step % self.updates_per_step:
             raise ValueError(f"prompts_per_step={self.prompts_per_step} must split evenly into "
                              f"updates_per_step={self.updates_per_step} mini-batches (whole groups per mini-batch)")
@@ -198,8 +204,9 @@ class RunConfig:
     def identity(self) -> dict:
         """What a run's result depends on: every field but the display names, and the versions of the code."""
         values = {k: v for k, v in asdict(self).items() if k not in ("name", "experiment")}
-        if not self.micro_batch_size:  # the field is newer than stored runs: unset, their identity is unchanged
-            del values["micro_batch_size"]
+        for name in ("micro_batch_size", "rollout_batch_size"):  # newer than stored runs: unset, identity unchanged
+            if not values[name]:
+                del values[name]
         values["training_version"] = TRAINING_VERSION
         if self.init == "warm":
             values["warm_start_version"] = WARM_START_VERSION

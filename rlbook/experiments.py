@@ -18,7 +18,7 @@ BASE = {
                      eval_size=500, lr=5e-4, warm_start=dict(lr=5e-4, validation_size=300)),
     "paper": dict(preset="qwen3-1.7b", prompts_per_step=256, group_size=8, updates_per_step=4, total_updates=4000,
                   eval_every=100, eval_size=500, lr=1e-6, lora_rank=64, lora_alpha=128.0, micro_batch_size=8,
-                  fused_ratio="chunked"),
+                  rollout_batch_size=64, fused_ratio="chunked"),
 }
 
 

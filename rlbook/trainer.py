@@ -89,6 +89,23 @@ def train_update(model, optimizer, batch: Rollout, sample_advantages, prox_logp,
     return row
 
 
+def join_rollouts(parts: list[Rollout], pad_id: int) -> Rollout:
+    """One batch from rollouts sampled in turn (rollout_batch_size): prompts left-, responses right-padded."""
+    if len(parts) == 1:
+        return parts[0]
+
+    def cat(name: str, value=0, left: bool = False) -> torch.Tensor:
+        tensors = [getattr(p, name) for p in parts]
+        width = max(t.shape[1] for t in tensors)
+        return torch.cat([torch.nn.functional.pad(t, (width - t.shape[1], 0) if left else (0, width - t.shape[1]),
+                                                  value=value) for t in tensors])
+
+    return Rollout(cat("prompt_ids", pad_id, left=True), cat("prompt_mask", left=True), cat("response_ids", pad_id),
+                   cat("response_mask"), cat("behavior_logp"), torch.cat([p.rewards for p in parts]),
+                   torch.cat([p.correct for p in parts]), [c for p in parts for c in p.completions],
+                   [q for p in parts for q in p.problems], parts[0].policy_version)
+
+
 def batch_row(batch: Rollout, group_size: int) -> dict:
     return {"reward": batch.rewards.mean().item(), "train_acc": batch.correct.float().mean().item(),
             "zero_std_frac": zero_variance_fraction(batch.rewards, group_size),
@@ -146,17 +163,20 @@ def train(config: RunConfig, run: Run, progress: bool = True) -> None:
 
     def sample_batch(step: int) -> Rollout:
         problems = task.generate(config.prompts_per_step, seed=1_000_000 * (config.seed + 1) + step)
-        return rollout(model, tokenizer, task, problems, config.group_size, max_new, config.temperature, generator,
-                       policy_version=update)
+        per_call = config.rollout_batch_size // config.group_size or len(problems)  # prompts sampled at once
+        return join_rollouts([rollout(model, tokenizer, task, problems[i:i + per_call], config.group_size, max_new,
+                                      config.temperature, generator, policy_version=update)
+                              for i in range(0, len(problems), per_call)], tokenizer.pad_token_id)
 
     while len(queue) < depth and update == 0:  # the first s updates train on rollouts of the base model
         queue.append(sample_batch(-1 - len(queue)))
     start_time = time.time() - run.meta.get("wall_time_s", 0.0)
     def evaluation(after_update: int) -> dict:
-        return {"eval_greedy_acc": accuracy(model, tokenizer, task, eval_set, max_new),
+        at_once = {"batch_size": config.rollout_batch_size} if config.rollout_batch_size else {}  # the KV cache bound
+        return {"eval_greedy_acc": accuracy(model, tokenizer, task, eval_set, max_new, **at_once),
                 "eval_sampled_acc": accuracy(model, tokenizer, task, eval_set, max_new, config.temperature,
                                              seed=sampled_eval_seed(config.seed, after_update),
-                                             samples=config.eval_samples)}
+                                             samples=config.eval_samples, **at_once)}
 
     if update == 0:  # the base model's accuracy, as row 0
         run.append({"update": 0, **evaluation(0)})

@@ -18,7 +18,7 @@ from rlbook.config import RunConfig
 from rlbook.models import add_lora, build_model
 from rlbook.objectives import OBJECTIVES
 from rlbook.rollout import Rollout
-from rlbook.trainer import train_update
+from rlbook.trainer import join_rollouts, train_update
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 B, P, C = 16, 5, 12
@@ -182,3 +182,33 @@ def test_largest_tensor_of_the_loss_path(path, monkeypatch):
         assert seen.largest <= chunk * vocab * 4 < full / 8
     else:
         assert seen.largest >= 4 * (P + 96) * vocab * 4 / 2  # a micro-batch's full-sequence logits, at least
+
+
+def test_rollouts_sampled_in_turn_join_into_one_batch(setup):
+    """rollout_batch_size: parts with their own paddings join into one batch whose rows keep their log-probs."""
+    model, batch, *_ = setup
+    first, second = batch.select(slice(0, 8)), batch.select(slice(8, 16))
+    first = dataclasses.replace(first, prompt_ids=first.prompt_ids[:, 2:], prompt_mask=first.prompt_mask[:, 2:],
+                                response_ids=first.response_ids[:, :9], response_mask=first.response_mask[:, :9],
+                                behavior_logp=first.behavior_logp[:, :9])
+    first = dataclasses.replace(first, response_mask=first.response_mask * (first.prompt_mask.sum(1, keepdim=True) > 0))
+    joined = join_rollouts([first, second], pad_id=0)
+    assert joined.prompt_ids.shape == (B, P) and joined.response_ids.shape == (B, C) and len(joined.problems) == B
+    assert (joined.prompt_mask[:8, :2] == 0).all() and (joined.response_mask[:8, 9:] == 0).all()
+    with torch.no_grad():
+        alone = rlbook.losspath.token_stats(model, first, 1.0, "chunked")[0]
+        together = rlbook.losspath.token_stats(model, joined, 1.0, "chunked")[0]
+    torch.testing.assert_close(together[:8, :9], alone, rtol=1e-5, atol=1e-5)
+
+
+def test_a_run_with_rollout_and_micro_batches(tmp_path):
+    from rlbook.replay import run_or_load
+    from rlbook.runs import RunStore
+
+    config = RunConfig(experiment="t", preset="nano-tiny", init="scratch", prompts_per_step=4, group_size=4,
+                       total_updates=2, updates_per_step=2, eval_every=2, eval_size=4, max_new_tokens=5,
+                       rollout_batch_size=8, micro_batch_size=3, fused_ratio="chunked")
+    rows = run_or_load(config, RunStore(tmp_path), progress=False, references=False).metrics
+    assert [r["update"] for r in rows] == [0, 1, 2] and all(math.isfinite(r["loss"]) for r in rows[1:])
+    with pytest.raises(ValueError, match="rollout_batch_size"):
+        config.replace(rollout_batch_size=6)
