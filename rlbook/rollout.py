@@ -53,19 +53,18 @@ def distinct(prompts: list[str]) -> tuple[list[int], torch.Tensor]:
     return list(first.values()), torch.tensor([index[p] for p in prompts])
 
 
-def prefill(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, prompts: list[str]):
-    """(last-position logits [B, V], KV cache of B rows): on the CPU each distinct prompt runs once, then is copied
-    to its rows (a GRPO batch repeats every prompt group_size times; a row's result does not depend on the batch's
-    other rows there, tests/test_speed_equivalence.py)."""
-    rows, inverse = distinct(prompts)
-    if len(rows) == len(prompts) or len(rows) * prompt_ids.shape[1] < MIN_ROWS or prompt_ids.device.type != "cpu":
-        out = model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=positions(prompt_mask),
-                    use_cache=True)
-        return out.logits[:, -1], out.past_key_values
-    ids, mask = prompt_ids[rows], prompt_mask[rows]
+def prefill(model, ids: torch.Tensor, mask: torch.Tensor, inverse: torch.Tensor):
+    """(last-position logits [B, V], KV cache of B rows) of the prompts ids[inverse] (ids: the distinct prompts):
+    on the CPU each distinct prompt runs once, then is copied to its rows (a GRPO batch repeats every prompt
+    group_size times; a row's result does not depend on the batch's other rows there,
+    tests/test_speed_equivalence.py)."""
+    if ids.device.type != "cpu" or ids.numel() < MIN_ROWS:
+        ids, mask = ids[inverse], mask[inverse]
     out = model(input_ids=ids, attention_mask=mask, position_ids=positions(mask), use_cache=True)
-    out.past_key_values.reorder_cache(inverse.to(prompt_ids.device))
-    return out.logits[:, -1][inverse.to(prompt_ids.device)], out.past_key_values
+    if len(ids) == len(inverse):
+        return out.logits[:, -1], out.past_key_values
+    out.past_key_values.reorder_cache(inverse)
+    return out.logits[:, -1][inverse], out.past_key_values
 
 
 def still_running(done: torch.Tensor, floor: int) -> torch.Tensor:
@@ -93,11 +92,13 @@ def sample(model, tokenizer, prompts: list[str], max_new_tokens: int, temperatur
     MIN_ROWS); the sampling step still sees all B rows (finished rows get uniform logits, their draw is discarded),
     so the random stream, and with it every sampled token, is the same as when every row runs to the end."""
     device = next(model.parameters()).device
-    enc = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
-    prompt_ids, prompt_mask = enc["input_ids"].to(device), enc["attention_mask"].to(device)
+    rows, inverse = distinct(prompts)
+    enc = tokenizer([prompts[r] for r in rows], return_tensors="pt", padding=True, add_special_tokens=False)
+    ids, mask, inverse = enc["input_ids"].to(device), enc["attention_mask"].to(device), inverse.to(device)
+    prompt_ids, prompt_mask = ids[inverse], mask[inverse]
     attention, finished = prompt_mask, torch.zeros(len(prompts), dtype=torch.bool, device=device)
     running, floor = torch.arange(len(prompts), device=device), MIN_ROWS if device.type == "cpu" else len(prompts)
-    last, cache = prefill(model, prompt_ids, prompt_mask, prompts)
+    last, cache = prefill(model, ids, mask, inverse)
     tokens, logps, masks = [], [], []
     for _ in range(max_new_tokens):
         logits = last.float().new_zeros(len(prompts), last.shape[-1]).index_copy_(0, running, last.float())
