@@ -1,0 +1,108 @@
+"""Where an update's time goes: generation (sampling + scoring), forward + loss, backward, optimizer (a benchmark).
+
+    python bench/profile_trainer.py [--profile cpu] [--updates 30] [--cprofile 25] [--store runs]
+
+Runs the trainer's own pieces (rlbook.rollout.rollout, losspath.loss_and_tokens, backward, clip + AdamW) on chapter
+1's config for `--updates` updates (GRPO, no staleness: one rollout batch per update, as the vs-TRL benchmark) and
+prints wall and CPU seconds per update of each phase, with the machine load; `--cprofile N` also prints the N
+functions with the most cumulative time. Timings are noisy on a shared machine: compare runs of one invocation.
+"""
+from __future__ import annotations
+
+import argparse
+import cProfile
+import os
+import pstats
+import time
+from contextlib import contextmanager
+
+import torch
+
+from rlbook.advantages import group_advantages
+from rlbook.evaluate import completion_budget
+from rlbook.experiments import grpo_from_scratch
+from rlbook.losspath import loss_and_tokens, loss_path
+from rlbook.models import set_cpu_threads
+from rlbook.rollout import rollout
+from rlbook.runs import RunStore
+from rlbook.tasks import make_task
+from rlbook.trainer import init_policy
+
+PHASES = ("generation", "forward+loss", "backward", "optimizer")
+
+
+class Clock:
+    """Wall and process-CPU seconds per named phase."""
+
+    def __init__(self):
+        self.wall = dict.fromkeys(PHASES, 0.0)
+        self.cpu = dict.fromkeys(PHASES, 0.0)
+
+    @contextmanager
+    def phase(self, name: str):
+        wall, cpu = time.perf_counter(), time.process_time()
+        yield
+        self.wall[name] += time.perf_counter() - wall
+        self.cpu[name] += time.process_time() - cpu
+
+
+def profile_updates(config, store: RunStore, updates: int, clock: Clock) -> int:
+    """`updates` GRPO updates of config's policy with each phase timed; returns the generated (response) tokens."""
+    torch.manual_seed(config.seed)
+    model, tokenizer = init_policy(config, store, progress=False)
+    task = make_task(config.task, **config.task_params)
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
+    generator = torch.Generator().manual_seed(config.seed)
+    max_new, path, tokens = completion_budget(task, tokenizer), loss_path(config, torch.device("cpu")), 0
+    for step in range(updates):
+        with clock.phase("generation"):
+            problems = task.generate(config.prompts_per_step, seed=1_000_000 * (config.seed + 1) + step)
+            batch = rollout(model, tokenizer, task, problems, config.group_size, max_new, config.temperature,
+                            generator, policy_version=step)
+        tokens += int(batch.response_mask.sum())
+        advantages = group_advantages(batch.rewards, config.group_size, config.normalize_adv_std)
+        with clock.phase("forward+loss"):
+            loss, *_ = loss_and_tokens(model, batch, advantages[:, None] * batch.response_mask, None, config, path)
+        with clock.phase("backward"):
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+        with clock.phase("optimizer"):
+            torch.nn.utils.clip_grad_norm_(params, config.max_grad_norm)
+            optimizer.step()
+    return tokens
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--profile", default="cpu")
+    parser.add_argument("--updates", type=int, default=30)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--cprofile", type=int, default=0, help="print the top N functions by cumulative time")
+    parser.add_argument("--store", default=None, help="RunStore root holding the warm start (default: runs/)")
+    args = parser.parse_args()
+    set_cpu_threads()
+    config, clock = grpo_from_scratch(args.profile, args.seed), Clock()
+    store = RunStore(args.store) if args.store else RunStore()
+    profiler = cProfile.Profile() if args.cprofile else None
+    load = os.getloadavg()
+    if profiler:
+        profiler.enable()
+    tokens = profile_updates(config, store, args.updates, clock)
+    if profiler:
+        profiler.disable()
+    total = sum(clock.wall.values())
+    print(f"{args.updates} updates of {config.preset}, {torch.get_num_threads()} thread(s); load average "
+          f"{load[0]:.1f} -> {os.getloadavg()[0]:.1f}")
+    for name in PHASES:
+        print(f"{name:<13} {clock.wall[name] / args.updates:7.4f} s/update wall  "
+              f"{clock.cpu[name] / args.updates:7.4f} s/update cpu  ({clock.wall[name] / total:5.1%})")
+    print(f"{'total':<13} {total / args.updates:7.4f} s/update wall; {tokens / clock.wall['generation']:.0f} "
+          f"generated tokens/s while generating")
+    if profiler:
+        pstats.Stats(profiler).sort_stats("cumulative").print_stats(args.cprofile)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

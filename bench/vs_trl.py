@@ -1,0 +1,239 @@
+"""rlbook's trainer against TRL's GRPOTrainer on the same task, side by side (a benchmark, not a test).
+
+    pip install -e ".[bench]"      # TRL, pinned; never needed by `make test`
+    python bench/vs_trl.py [--seeds 0 1 2] [--updates 300] [--systems rlbook trl trl-gc] [--store runs]
+
+Both systems start from the same warm-started nano-small checkpoint (chapter 1's cpu profile, trained once into the
+RunStore at --store if it is not there), train LoRA r16 / alpha 32 on the same 7 projections with GRPO on the same
+arithmetic prompts (rlbook's generator and seeds: update u of seed s sees task.generate(16, 1e6 (s+1) + u)), 8
+samples per prompt, the same reward, lr 5e-4 constant, token-mean loss, no KL, max grad norm 1, 1 thread, one
+update per rollout batch. Each (seed, system) runs in its own process, one after the other (systems interleaved per
+seed), so peak RSS is its own. Reported per system: s/update (median interval between consecutive updates,
+generation included, evaluations excluded), generated tokens/s (generated tokens / total time of the timed
+updates), peak RSS, and greedy accuracy on the 500 evaluation problems before and after (rlbook.evaluate.accuracy
+for both). `trl` has gradient checkpointing off (its fastest setting here); `trl-gc` is TRL's default (on).
+Writes bench/results/vs_trl-<device>-<commit>-<time>.json.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/learning_gain.py, when run as a script
+
+SETTINGS = dict(profile="cpu", lora_rank=16, lora_alpha=32.0, prompts=16, group=8, lr=5e-4, threads=1)
+UNMATCHED = [
+    "random streams: TRL samples with transformers' generate under its own seed (GRPOConfig.seed = run seed); "
+    "rlbook with its own sampling loop and torch.Generator(seed), so the two draw different completions",
+    "advantage denominator: TRL divides by (group std + 1e-4), rlbook by (group std + 1e-6)",
+    "importance ratio: TRL (one iteration per batch) uses exp(logp - logp.detach()) = 1 exactly; rlbook uses "
+    "exp(logp - behaviour logp recorded while sampling), equal to 1 up to rounding (clipping at 0.2 never binds)",
+    "TRL's data loader, accelerate wrapper and logging run in its loop; rlbook writes a metrics row per update",
+    "rlbook also evaluates sampled accuracy at start and end (outside the timed updates; TRL is evaluated "
+    "greedy only, by the same function)",
+]
+
+
+def checkpoint_path(store_root: str | None) -> str:
+    """The warm-started nano-small checkpoint of chapter 1's cpu profile (trained once if not cached)."""
+    from rlbook.experiments import grpo_from_scratch
+    from rlbook.pretrain import WarmStartConfig, warm_start
+    from rlbook.runs import RunStore
+
+    config = grpo_from_scratch(SETTINGS["profile"], 0)
+    start = WarmStartConfig(preset=config.preset, task=config.task, task_params=config.task_params,
+                            **config.warm_start)
+    return str(warm_start(start, RunStore(store_root) if store_root else RunStore(), progress=True))
+
+
+def peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def summary(ends: list[tuple[float, float]], tokens: list[float], base: float, final: float) -> dict:
+    """Per-system numbers from the (wall, process CPU) end times of consecutive updates and the tokens each
+    generated; CPU seconds are less sensitive than wall seconds to other processes sharing the cores."""
+    wall, cpu = ([b[i] - a[i] for a, b in zip(ends, ends[1:])] for i in (0, 1))
+    return {"s_per_update": statistics.median(wall), "cpu_s_per_update": statistics.median(cpu),
+            "tokens_per_s": sum(tokens[1:]) / (ends[-1][0] - ends[0][0]), "updates_timed": len(wall),
+            "base_greedy": base, "final_greedy": final, "peak_rss_mib": peak_rss_mib()}
+
+
+def clock() -> tuple[float, float]:
+    return time.perf_counter(), time.process_time()
+
+
+def run_rlbook(seed: int, updates: int, checkpoint: str) -> dict:
+    from rlbook.experiments import grpo_from_scratch
+    from rlbook.runs import RunStore
+    from rlbook.trainer import train
+
+    config = grpo_from_scratch(SETTINGS["profile"], seed, init=checkpoint, total_updates=updates,
+                               eval_every=updates, checkpoint_every=updates, experiment="vs_trl")
+    ends = []
+    with tempfile.TemporaryDirectory() as root:
+        run = RunStore(root).create(config)
+        write = run.append
+        run.append = lambda row: (ends.append(clock()), write(row))  # a row is appended when its update ends
+        train(config, run, progress=False)
+        rows = run.metrics
+    width = config.prompts_per_step * config.group_size
+    # row 0 is the base evaluation, row 1 ends after it, the last row holds the final one
+    return summary(ends[2:-1], [r["response_len"] * width for r in rows[2:-1]], rows[0]["eval_greedy_acc"],
+                   rows[-1]["eval_greedy_acc"])
+
+
+def run_trl(seed: int, updates: int, checkpoint: str, gradient_checkpointing: bool) -> dict:
+    from datasets import Dataset
+    from peft import LoraConfig
+    from transformers import PrinterCallback, TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    from rlbook.evaluate import accuracy, completion_budget, evaluation_problems
+    from rlbook.experiments import grpo_from_scratch
+    from rlbook.models import LORA_TARGETS, load_pretrained
+    from rlbook.tasks import make_task
+
+    config = grpo_from_scratch(SETTINGS["profile"], seed)
+    task = make_task(config.task, **config.task_params)
+    model, tokenizer = load_pretrained(checkpoint)
+    max_new, eval_set = completion_budget(task, tokenizer), evaluation_problems(config.task, config.task_params,
+                                                                                config.eval_size)
+    base = accuracy(model, tokenizer, task, eval_set, max_new)
+    problems = [p for u in range(updates) for p in task.generate(config.prompts_per_step,
+                                                                  seed=1_000_000 * (seed + 1) + u)]
+    data = Dataset.from_list([{"prompt": p["prompt"], "problem": json.dumps(p)} for p in problems])
+
+    def reward(prompts, completions, problem, **_):
+        return [task.score(json.loads(p), c).reward for p, c in zip(problem, completions)]
+
+    class Clock(TrainerCallback):
+        ends: list[tuple[float, float]] = []
+
+        def on_step_end(self, args, state, control, **kwargs):
+            self.ends.append(clock())
+
+    out = tempfile.TemporaryDirectory()
+    args = GRPOConfig(output_dir=out.name, use_cpu=True, seed=seed, max_steps=updates,
+                      per_device_train_batch_size=config.prompts_per_step * config.group_size,
+                      num_generations=config.group_size, max_completion_length=max_new,
+                      temperature=config.temperature, learning_rate=config.lr, lr_scheduler_type="constant",
+                      warmup_steps=0, weight_decay=config.weight_decay, max_grad_norm=config.max_grad_norm,
+                      beta=0.0, loss_type="dapo", scale_rewards="group", shuffle_dataset=False,
+                      gradient_checkpointing=gradient_checkpointing, logging_steps=1, report_to="none",
+                      save_strategy="no", disable_tqdm=True, dataloader_num_workers=0)
+    lora = LoraConfig(r=config.lora_rank, lora_alpha=config.lora_alpha, lora_dropout=0.0,
+                      target_modules=list(LORA_TARGETS), bias="none")
+    timer = Clock()
+    trainer = GRPOTrainer(model=model, reward_funcs=reward, args=args, train_dataset=data,
+                          processing_class=tokenizer, peft_config=lora, callbacks=[timer])
+    trainer.remove_callback(PrinterCallback)  # no metrics dict printed per update
+    trainer.train()
+    out.cleanup()
+    lengths = [row["completions/mean_length"] for row in trainer.state.log_history if "completions/mean_length" in row]
+    width = config.prompts_per_step * config.group_size
+    final = accuracy(trainer.model, tokenizer, task, eval_set, max_new)
+    ends, tokens = timer.ends[1:], [n * width for n in lengths[1:]]  # the first update ends after setup
+    return summary(ends, tokens, base, final)
+
+
+def child(system: str, seed: int, updates: int, checkpoint: str, out: str) -> None:
+    import warnings
+
+    import torch
+
+    warnings.filterwarnings("ignore", category=FutureWarning)  # transformers' renames, printed by TRL's setup
+    torch.set_num_threads(SETTINGS["threads"])
+    result = (run_rlbook(seed, updates, checkpoint) if system == "rlbook"
+              else run_trl(seed, updates, checkpoint, gradient_checkpointing=system == "trl-gc"))
+    Path(out).write_text(json.dumps(result))
+
+
+def measure(system: str, seed: int, updates: int, checkpoint: str) -> dict:
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        load = os.getloadavg()[0]
+        subprocess.run([sys.executable, __file__, "--child", system, "--seeds", str(seed), "--updates", str(updates),
+                        "--checkpoint", checkpoint, "--out", out.name], check=True,
+                       env={**os.environ, "RLBOOK_THREADS": str(SETTINGS["threads"])})
+        return {"system": system, "seed": seed, "load_before": load, "load_after": os.getloadavg()[0],
+                **json.loads(Path(out.name).read_text())}
+
+
+def mean_se(values: list[float]) -> tuple[float, float]:
+    se = statistics.stdev(values) / len(values) ** 0.5 if len(values) > 1 else float("nan")
+    return statistics.mean(values), se
+
+
+def report(rows: list[dict], systems: list[str]) -> dict:
+    """Per-system medians / means over seeds, printed; rlbook's speed ratio to each TRL setting."""
+    table = {}
+    print(f"{'system':<8} {'s/update':>9} {'cpu s/upd':>9} {'tokens/s':>9} {'peak RSS':>9} "
+          f"{'greedy base -> final (mean +- s.e.)':>36}")
+    for system in systems:
+        mine = [r for r in rows if r["system"] == system]
+        final, se = mean_se([r["final_greedy"] for r in mine])
+        table[system] = {"s_per_update": statistics.median(r["s_per_update"] for r in mine),
+                         "cpu_s_per_update": statistics.median(r["cpu_s_per_update"] for r in mine),
+                         "tokens_per_s": statistics.median(r["tokens_per_s"] for r in mine),
+                         "peak_rss_mib": max(r["peak_rss_mib"] for r in mine),
+                         "base_greedy": statistics.mean(r["base_greedy"] for r in mine),
+                         "final_greedy": final, "final_greedy_se": se}
+        t = table[system]
+        print(f"{system:<8} {t['s_per_update']:>9.3f} {t['cpu_s_per_update']:>9.3f} {t['tokens_per_s']:>9.0f} {t['peak_rss_mib']:>5.0f} MiB "
+              f"{t['base_greedy']:>15.3f} -> {final:.3f} +- {se:.3f}")
+    if "rlbook" in table:
+        for system in systems[1:]:
+            speed = table[system]["s_per_update"] / table["rlbook"]["s_per_update"]
+            cpu = table[system]["cpu_s_per_update"] / table["rlbook"]["cpu_s_per_update"]
+            gap = table["rlbook"]["final_greedy"] - table[system]["final_greedy"]
+            bound = 2 * (table["rlbook"]["final_greedy_se"] ** 2 + table[system]["final_greedy_se"] ** 2) ** 0.5
+            table[f"rlbook_vs_{system}"] = {"speedup": speed, "cpu_speedup": cpu, "accuracy_gap": gap,
+                                            "two_se": bound}
+            print(f"rlbook vs {system}: {speed:.2f}x updates/s ({cpu:.2f}x in CPU time); final accuracy gap "
+                  f"{gap:+.3f} (2 s.e. {bound:.3f})")
+    return table
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--updates", type=int, default=300)
+    parser.add_argument("--systems", nargs="+", default=["rlbook", "trl"], choices=["rlbook", "trl", "trl-gc"])
+    parser.add_argument("--store", default=None, help="RunStore root holding (or to hold) the warm start")
+    parser.add_argument("--child", choices=["rlbook", "trl", "trl-gc"], help=argparse.SUPPRESS)
+    parser.add_argument("--checkpoint", help=argparse.SUPPRESS)
+    parser.add_argument("--out", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child, args.seeds[0], args.updates, args.checkpoint, args.out)
+        return 0
+    if args.updates < 4:
+        parser.error("--updates must be >= 4 (the first and last updates are not timed)")
+    checkpoint = checkpoint_path(args.store)
+    for line in ["settings: " + json.dumps(SETTINGS), *("not matched: " + u for u in UNMATCHED)]:
+        print(line)
+    rows = []
+    for seed in args.seeds:
+        for system in args.systems:
+            rows.append(measure(system, seed, args.updates, checkpoint))
+            print(json.dumps(rows[-1]))
+    table = report(rows, args.systems)
+    from learning_gain import save_result
+    from rlbook.runs import environment
+
+    save_result("vs_trl", environment()["device"].split()[0],
+                {"settings": SETTINGS, "unmatched": UNMATCHED, "updates": args.updates, "checkpoint": checkpoint,
+                 "rows": rows, "summary": table})
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
