@@ -1,63 +1,123 @@
-"""Build the book: execute every notebook with papermill into build/, render HTML, figures land in build/figures/.
+"""Build the book: execute every notebook with papermill, then render a Sphinx site (myst-nb, sphinx-book-theme) that
+works opened from disk with no network: build/html/index.html. Figures land in build/figures/<chapter>/.
 
-    python -m rlbook.book [--profile auto|smoke|standard|paper] [--only 01_grpo_from_scratch]
+    python -m rlbook.book [--profile auto|smoke|cpu|standard|paper] [--only 01_grpo_from_scratch] [--render-only]
+
+The site's sources are book/ (Sphinx configuration, landing page, references, styles, the replay script). MathJax
+3 comes from the npm registry (`npm pack`, once, kept in build/vendor) and plotly.js from the plotly package; both
+are copied into the site.
 """
 from __future__ import annotations
 
 import argparse
-import html
+import copy
+import json
+import shutil
+import subprocess
+import tarfile
 import time
 from pathlib import Path
 
 from .profiles import resolve_profile
 
 ROOT = Path(__file__).resolve().parent.parent
-NOTEBOOKS, BUILD = ROOT / "notebooks", ROOT / "build"
+NOTEBOOKS, BOOK, BUILD = ROOT / "notebooks", ROOT / "book", ROOT / "build"
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+MATHJAX = "mathjax@3.2.2"  # es5/tex-svg-full.js: one file, glyphs as SVG paths (no web fonts to load from disk)
 
 
-def execute(notebook: Path, out: Path, profile: str) -> None:
+def execute(notebook: Path, out: Path, profile: str) -> float:
+    """Run one notebook top to bottom into `out` (papermill, parameter PROFILE); returns the seconds it took."""
     import papermill
 
+    tic = time.time()
+    out.parent.mkdir(parents=True, exist_ok=True)
     papermill.execute_notebook(str(notebook), str(out), parameters={"PROFILE": profile}, cwd=str(NOTEBOOKS),
                                kernel_name="python3", progress_bar=False)
+    return time.time() - tic
 
 
-def render_html(executed: Path, out: Path) -> None:
-    import nbformat
-    from nbconvert import HTMLExporter
+def for_the_page(notebook: dict) -> dict:
+    """An executed notebook as the book shows it: no stderr (progress bars, warnings), no ipywidgets views (a page
+    has no kernel: each explorer's in-page replay and static figure stand beside it), papermill's injected cell
+    hidden."""
+    notebook = copy.deepcopy(notebook)
+    notebook["metadata"].pop("widgets", None)
+    for cell in notebook["cells"]:
+        tags = cell.setdefault("metadata", {}).setdefault("tags", [])
+        if "injected-parameters" in tags:
+            tags.append("remove-cell")
+        if cell["cell_type"] != "code":
+            continue
+        cell["outputs"] = [o for o in cell["outputs"] if not (o["output_type"] == "stream" and o["name"] == "stderr")
+                           and WIDGET_VIEW not in o.get("data", {})]
+    return notebook
 
-    body, _ = HTMLExporter().from_notebook_node(nbformat.read(executed, as_version=4))
-    out.write_text(body)
+
+def mathjax() -> Path:
+    """MathJax's single-file TeX-to-SVG bundle, fetched once from the npm registry into build/vendor."""
+    target = BUILD / "vendor" / MATHJAX / "tex-svg-full.js"
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            name = subprocess.run(["npm", "pack", MATHJAX, "--silent", "--pack-destination", str(target.parent)],
+                                  check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1]
+        except (OSError, subprocess.CalledProcessError) as error:
+            raise SystemExit(f"the book typesets math with {MATHJAX} from the npm registry; `npm pack` failed "
+                             f"({error}): install Node.js and npm, or copy tex-svg-full.js to {target}") from None
+        with tarfile.open(target.parent / name) as archive:
+            target.write_bytes(archive.extractfile("package/es5/tex-svg-full.js").read())
+        (target.parent / name).unlink()
+    return target
 
 
-def write_index(chapters: list[tuple[str, float]], profile: str) -> None:
-    items = "".join(f'<li><a href="{html.escape(n)}.html">{html.escape(n)}</a> ({t:.0f} s)</li>' for n, t in chapters)
-    (BUILD / "html" / "index.html").write_text(
-        f"<html><body><h1>rlbook</h1><p>Executed in the {profile} profile.</p><ol>{items}</ol>"
-        f"<p>Figures: build/figures/&lt;chapter&gt;/ (PNG and SVG).</p></body></html>")
+def static_assets(static: Path) -> None:
+    """MathJax and plotly.js into the site's _static/: every script a page loads is on disk."""
+    import plotly
+
+    (static / "mathjax").mkdir(parents=True, exist_ok=True)
+    shutil.copy2(mathjax(), static / "mathjax" / "tex-svg-full.js")
+    shutil.copy2(Path(plotly.__file__).parent / "package_data" / "plotly.min.js", static / "plotly.min.js")
+
+
+def build_site(executed: list[Path], figures: Path, out: Path | None = None) -> Path:
+    """Render executed notebooks, book/ and the figures into a static site; returns its index.html."""
+    from sphinx.cmd.build import build_main
+
+    out = out or BUILD / "html"
+    source = out.parent / "site-src"
+    shutil.rmtree(source, ignore_errors=True)
+    shutil.copytree(BOOK, source)
+    static_assets(source / "_static")
+    if figures.exists():
+        shutil.copytree(figures, source / "figures", ignore=shutil.ignore_patterns("*.svg"))
+    for path in executed:
+        (source / path.name).write_text(json.dumps(for_the_page(json.loads(path.read_text())), indent=1))
+    shutil.rmtree(out, ignore_errors=True)
+    if build_main(["-b", "html", "-q", "-j", "1", str(source), str(out)]) != 0:
+        raise RuntimeError(f"sphinx-build failed for {source}")
+    return out / "index.html"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--profile", default="auto")
     parser.add_argument("--only", nargs="*", default=None, help="notebook names (without .ipynb)")
+    parser.add_argument("--render-only", action="store_true", help="render the notebooks already in build/executed")
     args = parser.parse_args(argv)
     profile = resolve_profile(args.profile)
     notebooks = sorted(p for p in NOTEBOOKS.glob("*.ipynb") if args.only is None or p.stem in args.only)
     if not notebooks:
         raise SystemExit(f"no notebooks matched {args.only}; available: {[p.stem for p in NOTEBOOKS.glob('*.ipynb')]}")
-    (BUILD / "html").mkdir(parents=True, exist_ok=True)
-    done = []
-    for i, notebook in enumerate(notebooks, 1):
+    executed = [BUILD / "executed" / p.name for p in notebooks]
+    for i, (notebook, out) in enumerate(zip(notebooks, executed), 1):
+        if args.render_only:
+            continue
         print(f"[{i}/{len(notebooks)}] {notebook.stem} (profile {profile}) ...", flush=True)
-        tic = time.time()
-        executed = BUILD / notebook.name
-        execute(notebook, executed, profile)
-        render_html(executed, BUILD / "html" / f"{notebook.stem}.html")
-        done.append((notebook.stem, time.time() - tic))
-        print(f"[{i}/{len(notebooks)}] {notebook.stem} done in {done[-1][1]:.0f} s", flush=True)
-    write_index(done, profile)
-    print(f"book: {BUILD / 'html' / 'index.html'}, figures in {BUILD / 'figures'}")
+        print(f"[{i}/{len(notebooks)}] {notebook.stem} done in {execute(notebook, out, profile):.0f} s", flush=True)
+    tic = time.time()
+    index = build_site([p for p in executed if p.exists()], BUILD / "figures")
+    print(f"book: {index} (rendered in {time.time() - tic:.0f} s), figures in {BUILD / 'figures'}")
     return 0
 
 

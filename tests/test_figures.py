@@ -112,15 +112,15 @@ def test_token_statistics(sweep):
 def test_accuracy_figures(sweep):
     runs, _ = sweep
     fig = staleness.accuracy_curves(runs)
-    assert [ax.get_title() for ax in fig.axes] == ["grpo", "no_clip", "m2po"]
+    assert [ax.get_title() for ax in fig.axes] == ["GRPO", "no clip", "M2PO"]
     assert [len(ax.lines) for ax in fig.axes] == [2, 1, 1]  # one line per staleness
     assert all(len(ax.collections) == len(ax.lines) for ax in fig.axes)  # two seeds: a min-max band each
     fig = staleness.final_vs_staleness(runs)
     assert len(fig.axes[0].containers) == 3  # error bars per objective
     assert fig.axes[0].containers[0].lines[0].get_ydata().tolist() == pytest.approx([0.51, 0.41])
     fig = staleness.prosperity_before_collapse(m2po.select(runs, "no_clip", "max"))
-    assert [len(visible_lines(ax)) for ax in fig.axes] == [2, 2]  # two seeds per panel (+ a star each)
-    assert [len(ax.lines) for ax in fig.axes] == [4, 4]
+    assert [len(visible_lines(ax)) for ax in fig.axes] == [3, 3]  # two seeds (thin) and their mean per panel
+    assert [len(ax.lines) for ax in fig.axes] == [4, 4]  # + the mean's best point, starred
 
 
 def test_token_figures(sweep):
@@ -187,3 +187,19 @@ def test_widgets_redraw(sweep):
 def test_small_differences_read_as_noise():
     assert m2po._verdict(0.003, 0.056) == "within noise"
     assert m2po._verdict(0.1, 0.056) is True and m2po._verdict(-0.1, 0.056) is False
+
+
+def test_in_page_replays_hold_a_view_per_choice(sweep):
+    from rlbook.chapters.clip_vs_mask import tau_replay, token_replay
+    from rlbook.chapters.replay import Replay
+
+    runs, taus = sweep
+    for replay in (staleness.staleness_replay(runs), token_replay(runs),
+                   tau_replay(taus, references=m2po.select(runs, "grpo", 0))):
+        assert isinstance(replay, Replay) and replay.views
+        choices = [len(c.options) for c in replay.controls]
+        assert len(replay.views) == math.prod(choices)  # every combination of the controls has its figure
+        figures = [json.dumps(v) for v in replay.views.values()]
+        assert len(set(figures)) == len(figures), "two choices show the same figure"
+        page = replay._repr_html_()
+        assert page.count('data-control="') == len(replay.controls) and "NaN" not in page

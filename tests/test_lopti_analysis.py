@@ -130,3 +130,30 @@ def test_net_advantages_sum_identical_tokens_in_identical_contexts():
     assert torch.all(net[0, :n] == -2.0) and torch.all(net[1, :n] == -2.0)
     assert first[0, :n].all() and not first[1].any() and first[2, :int(batch.response_mask[2].sum())].all()
     assert torch.all(net[2] == advantages[2])
+
+
+def test_figures_and_replay_on_stored_runs(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from rlbook.chapters import lopti_figures
+    from rlbook.experiments import LOPTI_VARIANTS
+
+    runs = []
+    for k, (variant, (alpha, eta)) in enumerate(LOPTI_VARIANTS.items()):
+        run = Run(tmp_path / "04_lopti" / variant)
+        run.path.mkdir(parents=True)
+        write_json(run.path / "config.json", RunConfig(**TINY, ar_alpha=alpha, lopti_eta=eta).to_dict())
+        for update in range(4):
+            run.append({"update": update, "eval_greedy_acc": 0.1 * k + 0.01 * update, "reward": 0.2 + 0.01 * k,
+                        "low_prob_frac": 0.3})
+        runs.append(run)
+    people = [{"by_people": {2: 0.5, 3: 0.1 * k}, "overall": 0.3} for k in range(len(runs))]
+    assert len(lopti_figures.curves_figure(runs).axes) == 2
+    assert lopti_figures.people_figure(runs, people, base={2: 0.4, 3: 0.2}).legends
+    replay = lopti_figures.lopti_replay(runs)
+    alphas, etas = {r.config.ar_alpha for r in runs}, {r.config.lopti_eta for r in runs}
+    assert len(replay.views) == len(alphas) * len(etas) * 3  # every (alpha, eta, metric), stored or not
+    missing = replay.views["0.3|-0.5|eval_greedy_acc"]  # no stored run: GRPO alone, and the title says so
+    assert len(missing["data"]) == 1 and "no stored run" in missing["layout"]["title"]["text"]
+    assert len(replay.views["0.0|0.5|eval_greedy_acc"]["data"]) == 2  # Lopti beside GRPO

@@ -31,17 +31,8 @@ def test_notebook_structure(path):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_notebook_executes_in_smoke_profile(path, tmp_path_factory, monkeypatch):
-    import papermill
-
-    store = tmp_path_factory.getbasetemp() / "notebook-runs"  # shared by the notebooks of one session, like make book
-    monkeypatch.setenv("RLBOOK_RUNS", str(store))
-    monkeypatch.setenv("RLBOOK_FIGURES", str(tmp_path_factory.getbasetemp() / "figures"))
-    out = tmp_path_factory.mktemp("executed") / path.name
-    papermill.execute_notebook(str(path), str(out), parameters={"PROFILE": "smoke"}, cwd=str(path.parent),
-                               kernel_name="python3", progress_bar=False)
-    executed = json.loads(out.read_text())
+def test_notebook_executes_in_smoke_profile(path, smoke_book):
+    executed = json.loads(smoke_book.execute(path).read_text())
     errors = [o for c in executed["cells"] if c["cell_type"] == "code" for o in c["outputs"] if o["output_type"] == "error"]
     assert not errors
-    figures = list((tmp_path_factory.getbasetemp() / "figures").glob("*/*.png"))
-    assert figures, "a chapter draws and saves at least one figure"
+    assert list(smoke_book.figures.glob("*/*.png")), "a chapter draws and saves at least one figure"

@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from rlbook.chapters import pma, pma_training
+from rlbook.chapters import pma, pma_figures, pma_training
 from rlbook.chapters.pma_figures import merge_figure
 from rlbook.merging import load_checkpoint, merge_state_dicts
 from rlbook.runs import RunStore
@@ -111,3 +111,12 @@ def test_summary_and_merge_figure(traj):
     assert 0 <= summary["merges_beating_last"] <= 6 and 0 <= summary["init_merge_wins"] <= 2
     fig = merge_figure(traj, checkpoints, "ema", 3, 0.5, 8)
     assert len(fig.axes) == 2 and "ema-N3-end8-a0.5" in json.loads((traj.results / "merges.json").read_text())
+    figures = [pma_figures.trajectory_figure(traj, checkpoints), pma_figures.merge_grid_figure(traj, checkpoints, grid),
+               pma_figures.merge_curve_figure(traj, checkpoints, curve), pma_figures.pma_init_figure(traj, inits),
+               pma_figures.spike_figure(traj, checkpoints, spikes),
+               pma_figures.loss_surface_figure(pma.loss_surface(traj, progress=False))]
+    assert [len(f.axes) for f in figures] == [3, 2, 2, 2, 3, 2]  # (spike: a twin axis; surface: a colour bar)
+    assert all(f.legends for f in figures[:4])  # one legend under the panels
+    replay = pma_figures.merge_replay(traj, checkpoints, grid)
+    assert set(replay.views) == {f"{m}|{n}" for m in ("sma", "ema", "wma") for n in (2, 3)}
+    assert len({json.dumps(v) for v in replay.views.values()}) == 6 and "NaN" not in replay._repr_html_()

@@ -3,21 +3,40 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 
+from .style import axis_label, legend_below, title
+
 
 def learning_curves(runs, metrics=("reward", "eval_greedy_acc", "entropy", "clip_frac"), labels=None, ncols=2):
     """One panel per metric, one line per run (x = model updates)."""
     labels = labels or [r.path.name for r in runs]
     nrows = -(-len(metrics) // ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(5 * ncols, 3.2 * nrows), squeeze=False)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(5.5 * ncols, 4.2 * nrows), squeeze=False)
     for ax, metric in zip(axes.flat, metrics):
         for run, label in zip(runs, labels):
             x, y = run.series(metric)
-            ax.plot(x, y, marker="o" if metric.startswith("eval") else None, ms=3, label=label)
-        ax.set(title=metric, xlabel="model updates")
-        ax.grid(alpha=0.3)
+            ax.plot(x, y, marker="o" if metric.startswith("eval") else None, ms=4, label=label)
+        ax.set(title=title(metric), xlabel="model updates", ylabel=axis_label(metric))
     for ax in list(axes.flat)[len(metrics):]:
         ax.remove()
-    axes.flat[0].legend(fontsize=8)
-    fig.tight_layout()
-    return fig
+    return legend_below(fig, axes.flat[0], ncols=3)
 
+
+
+def clipped_surrogate_figure(eps: float = 0.2):
+    """GRPO's clipped surrogate of one token against its ratio r, for A = +1 and A = -1, beside r A (no clip)."""
+    import torch
+
+    from ..objectives import policy_loss
+
+    ratios = torch.linspace(0.4, 1.8, 141)
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.4))
+    for ax, sign, heading in zip(axes, (1.0, -1.0), ("A positive (A = +1)", "A negative (A = -1)")):
+        per_token = [-policy_loss("grpo", r.log().view(1, 1), torch.zeros(1, 1), torch.tensor([[sign]]),
+                                  torch.ones(1, 1), eps_low=eps, eps_high=eps)[0].item() for r in ratios]
+        ax.plot(ratios, per_token, label="clipped surrogate (GRPO)")
+        ax.plot(ratios, sign * ratios, "--", alpha=0.7, label="r A, no trust region")
+        for edge in (1 - eps, 1 + eps):
+            ax.axvline(edge, color="grey", lw=1)
+        ax.set(title=f"Advantage {heading}", xlabel="ratio r = new / old probability of the token",
+               ylabel="objective per token")
+    return legend_below(fig, axes, ncols=2)

@@ -8,6 +8,7 @@ import matplotlib.pyplot as plt
 
 from ..experiments import LOPTI_VARIANTS
 from .lopti import PAPER, variant_of
+from .style import axis_label, legend_below, title
 
 
 def _by_variant(runs) -> dict:
@@ -32,7 +33,7 @@ def people_figure(runs, results: list[dict], base: dict | None = None):
     for run, result in zip(runs, results):
         groups[variant_of(run.config)].append(result["by_people"] or {"all": result["overall"]})
     sizes = sorted({n for rows in groups.values() for row in rows for n in row}, key=str)
-    fig, ax = plt.subplots(figsize=(7.5, 3.4))
+    fig, ax = plt.subplots(figsize=(10, 5))
     width = 0.8 / max(len(groups), 1)
     for i, (variant, rows) in enumerate(groups.items()):
         for j, n in enumerate(sizes):
@@ -41,46 +42,43 @@ def people_figure(runs, results: list[dict], base: dict | None = None):
             ax.plot([x] * len(values), values, "k.", ms=4)
     for j, n in enumerate(n for n in sizes if base and n in base):
         ax.hlines(base[n], j - 0.45, j + 0.45, colors="grey", linestyles="--", label="start" if j == 0 else None)
-    ax.set(xticks=range(len(sizes)), xticklabels=[f"{n} people" for n in sizes], ylabel="greedy accuracy",
-           title="Knights and Knaves: accuracy by puzzle size (dots: seeds)")
-    ax.legend(fontsize=7, ncols=3)
-    fig.tight_layout()
-    return fig
+    ax.set(xticks=range(len(sizes)), xticklabels=[f"{n} people" for n in sizes], xlabel="puzzle size",
+           ylabel="greedy accuracy (fraction correct)", title="Knights and Knaves: accuracy by puzzle size (dots: seeds)")
+    return legend_below(fig, ax, ncols=3)
 
 
 def curves_figure(runs, metrics=("eval_greedy_acc", "reward"), window: int = 5):
     """Learning curves, a line per variant (mean over its seeds; training metrics smoothed over `window` updates)."""
-    fig, axes = plt.subplots(1, len(metrics), figsize=(5 * len(metrics), 3.2), squeeze=False)
+    fig, axes = plt.subplots(1, len(metrics), figsize=(max(5.5 * len(metrics), 8), 4.6), squeeze=False)
     for ax, metric in zip(axes[0], metrics):
         for variant, group in _by_variant(runs).items():
             x, y = _mean_series(group, metric, 1 if metric.startswith("eval") else window)
             color = f"C{list(LOPTI_VARIANTS).index(variant)}" if variant in LOPTI_VARIANTS else "black"
             ax.plot(x, y, color=color, marker="o" if metric.startswith("eval") else None, ms=3,
                     label=f"{variant} ({len(group)} seed{'s' * (len(group) > 1)})")
-        ax.set(title=metric, xlabel="model updates")
-        ax.grid(alpha=0.3)
-    axes[0][0].legend(fontsize=7)
-    fig.tight_layout()
-    return fig
+        ax.set(title=title(metric), xlabel="model updates",
+               ylabel=axis_label(metric) + ("" if metric.startswith("eval") else f", mean of {window}"))
+    return legend_below(fig, axes, ncols=3)
 
 
 def analysis_figure(result: dict):
     """(a) share of the tokens vs of the gradient from low-p tokens; (b) how one step moves the high-p tokens."""
     g, steps = result["gradient"], result["update"]
-    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 3.4))
-    names = ["tokens", "gradient at logits", "gradient at weights"]
+    fig, (a, b) = plt.subplots(1, 2, figsize=(15, 5.2))
+    names = ["tokens", "gradient\nat the logits", "gradient\nat the weights"]
     low = [g["token_share_low"], g["logit_grad_share_low"], g["param_grad_share_low"]]
-    a.bar(names, low, color="tab:red", label="p_old < 0.5")
-    a.bar(names, [1 - v for v in low], bottom=low, color="tab:blue", label="p_old >= 0.5")
-    a.set(ylabel="share", ylim=(0, 1.15), title="(a) low-probability tokens: their share")
-    a.legend(fontsize=8, ncols=2, loc="upper center")
+    a.bar(names, low, color="tab:red", label="low-probability tokens (p_old < 0.5)")
+    a.bar(names, [1 - v for v in low], bottom=low, color="tab:blue", label="high-probability tokens (p_old ≥ 0.5)")
+    a.set(ylabel="share (fraction of the total)", ylim=(0, 1),
+          title="(a) Low-probability tokens: few tokens, much gradient")
+    a.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=1, frameon=False)
     x = range(len(steps))
     b.bar([i - 0.2 for i in x], [v["same_as_low_only_high"] for v in steps.values()], 0.4,
           label="moves as under the low-p-only step")
     b.bar([i + 0.2 for i in x], [v["wrong_high"] for v in steps.values()], 0.4, label="moves against its advantage")
-    b.set(xticks=list(x), xticklabels=list(steps), ylabel="share of high-p tokens", ylim=(0, 1.15),
-          title="(b) one gradient step from ...")
-    b.legend(fontsize=8, ncols=2)
+    b.set(xticks=list(x), xticklabels=[f"step from\n{k}" for k in steps], ylabel="share of high-p tokens", ylim=(0, 1),
+          title="(b) How one gradient step moves the high-p tokens")
+    b.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=1, frameon=False)
     fig.tight_layout()
     return fig
 
@@ -90,7 +88,7 @@ def explorer_figure(runs, alpha: float, eta: float, metric: str = "eval_greedy_a
     fig = curves_figure([r for r in runs if (r.config.ar_alpha, r.config.lopti_eta) in ((alpha, eta), (0.0, 0.0))],
                         (metric,))
     if not any((r.config.ar_alpha, r.config.lopti_eta) == (alpha, eta) for r in runs):
-        fig.axes[0].set_title(f"{metric}: no stored run with alpha={alpha}, eta={eta} (GRPO only)")
+        fig.axes[0].set_title(f"{title(metric)}: no stored run with alpha = {alpha}, eta = {eta} (GRPO only)")
     return fig
 
 
@@ -139,3 +137,33 @@ def paper_vs_observed(runs, people: list[dict], analysis: dict | None = None) ->
                     f"{same[0]:.0%} (all tokens) vs {same[1]:.0%} (high-p only); against their advantage: "
                     f"{wrong[0]:.0%} vs {wrong[1]:.0%} | - | - | direction: {seen[0]}; against advantage: {seen[1]} |")
     return "\n".join(rows)
+
+
+def lopti_replay(runs, metrics=("eval_greedy_acc", "eval_sampled_acc", "reward", "low_prob_frac", "entropy")):
+    """In-page explorer: AR's alpha and Lopti's eta among the stored runs, next to plain GRPO (means over seeds)."""
+    from .replay import Control, build, line
+
+    alphas, etas = sorted({r.config.ar_alpha for r in runs}), sorted({r.config.lopti_eta for r in runs})
+    metrics = [m for m in metrics if any(run.series(m)[0] for run in runs)]
+
+    def view(alpha, eta, metric):
+        window = 1 if metric.startswith("eval") else 5
+        chosen = [r for r in runs if (r.config.ar_alpha, r.config.lopti_eta) == (float(alpha), float(eta))]
+        grpo = [r for r in runs if (r.config.ar_alpha, r.config.lopti_eta) == (0.0, 0.0)]
+        traces = [line(*_mean_series(grpo, metric, window), f"grpo ({len(grpo)} seeds)", "black", dash="dot")]
+        if chosen and chosen != grpo:
+            name = variant_of(chosen[0].config)
+            traces.append(line(*_mean_series(chosen, metric, window), f"{name} ({len(chosen)} seeds)",
+                               None, markers=window == 1))
+        heading = (f"{title(metric)}: alpha = {alpha}, eta = {eta}" if chosen
+                   else f"no stored run with alpha = {alpha}, eta = {eta}: GRPO only")
+        return {"data": traces, "layout": {"title": {"text": heading}, "xaxis": {"title": {"text": "model updates"}},
+                                           "yaxis": {"title": {"text": axis_label(metric)}}}}
+
+    controls = [Control("alpha", "AR alpha", alphas, value=max(alphas)), Control("eta", "Lopti eta", etas,
+                value=max(etas)), Control("metric", "metric", metrics,
+                labels={m: title(m) for m in metrics})]
+    return build("Advantage Reweighting and Lopti (stored runs, replayed in the page)",
+                 "Pick AR's alpha and Lopti's eta: the variant's curve against plain GRPO (dotted). alpha = eta = 0 "
+                 "is GRPO itself; eta < 0 reverses Lopti's order (the paper's ablation). Look at whether any variant "
+                 "ends above GRPO by more than the spread between seeds.", controls, view)

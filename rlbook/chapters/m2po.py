@@ -10,6 +10,8 @@ from collections import defaultdict
 
 import numpy as np
 
+from .style import legend_below
+
 ORDER = ("grpo", "no_clip", "m2po", "m2po_cap", "gspo", "tis", "decoupled")
 COLORS = {"grpo": "tab:blue", "no_clip": "tab:red", "m2po": "tab:green", "m2po_cap": "olive", "gspo": "tab:purple",
           "tis": "tab:orange", "decoupled": "tab:brown"}
@@ -135,13 +137,11 @@ def pooled_ratio_bins(runs, first_update: int = 1, last_update: int | None = Non
 
 # ---- plotting helpers of chapters 2 and 3 ----
 
-def finish(fig, axes):
+def finish(fig, axes, ncols: int | None = None):
+    """Grids on, one legend under the panels (clear of the data)."""
     for ax in np.atleast_1d(axes).flat:
         ax.grid(alpha=0.3)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7)
-    fig.tight_layout()
-    return fig
+    return legend_below(fig, axes, ncols)
 
 
 def band(ax, runs, key, window=1, scale=1.0, **style):

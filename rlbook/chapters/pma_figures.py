@@ -1,32 +1,228 @@
-"""Chapter 5 figures (PMA, arXiv 2505.12082): the merge explorer's view of one merge."""
+"""Chapter 5 figures (PMA, arXiv 2505.12082): the WSD trajectory, the merge grid and curve, the loss surface,
+PMA-init, spike recovery, the merge explorer's view of one merge and its in-page replay."""
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
+import numpy as np
 
 from ..merging import merge_weights
-from .pma import run_merges
+from .pma import merge_name, run_merges
+from .style import legend_below
+
+ANNEALED = {"annealed": ("*", "C3", "annealed, final"), "annealed_equal": ("P", "C4", "annealed, equal tokens")}
+KEYS = {"loss": ("Held-out loss", "loss (nats per token, log scale)"),
+        "acc": ("Greedy accuracy", "accuracy (fraction correct)")}
+
+
+def _decay(ax, traj):
+    ax.axvspan(traj.config.max_steps - traj.config.decay_steps, traj.config.max_steps, color="grey", alpha=0.15,
+               label="decay phase")
+
+
+def _annealed(ax, traj, checkpoints, key):
+    stable_end = traj.config.max_steps - traj.config.decay_steps
+    for name, x in (("annealed", traj.config.max_steps), ("annealed_equal", stable_end)):
+        marker, color, label = ANNEALED[name]
+        ax.plot([x], [checkpoints[name][key]], marker, ms=14, color=color, label=label, zorder=5)
+
+
+def trajectory_figure(traj, checkpoints: dict):
+    """Learning rate, loss and accuracy along the warmup-stable-decay run, the annealed models starred."""
+    steps = sorted(traj.checkpoints)
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    axes[0].plot([r["step"] for r in traj.rows], [r["lr"] for r in traj.rows])
+    axes[0].set(title="Learning rate: warmup, stable, decay", xlabel="training step", ylabel="learning rate")
+    axes[1].plot([r["step"] for r in traj.rows], [r["loss"] for r in traj.rows], lw=0.8, alpha=0.5,
+                 label="training batch")
+    axes[1].plot(steps, [checkpoints[str(s)]["loss"] for s in steps], "o-", ms=4, label="checkpoint, held-out")
+    axes[2].plot(steps, [checkpoints[str(s)]["acc"] for s in steps], "o-", ms=4, color="C1",
+                 label="checkpoint, greedy accuracy")
+    for ax, key in zip(axes[1:], ("loss", "acc")):
+        _annealed(ax, traj, checkpoints, key)
+        ax.set(title=KEYS[key][0], xlabel="training step", ylabel=KEYS[key][1],
+               yscale="log" if key == "loss" else "linear")
+    for ax in axes:
+        _decay(ax, traj)
+    legend_below(fig, axes, ncols=4)
+    return fig
+
+
+def merge_grid_figure(traj, checkpoints: dict, grid: dict):
+    """Held-out loss and accuracy of every merge (method x N) ending at the last stable checkpoint, against that
+    checkpoint and the annealed models (horizontal lines)."""
+    c, end = traj.config, traj.stable[-1]
+    ns = sorted({r["n"] for r in grid.values()})
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.4))
+    width = 0.8 / len(c.methods)
+    for ax, key in zip(axes, ("loss", "acc")):
+        for i, method in enumerate(c.methods):
+            values = [grid[merge_name(method, n, end, c.alpha)][key] for n in ns]
+            ax.bar(np.arange(len(ns)) + (i - (len(c.methods) - 1) / 2) * width, values, width,
+                   label=method.upper() + (f" (α = {c.alpha})" if method == "ema" else ""))
+        ax.axhline(checkpoints[str(end)][key], ls="--", color="k", label=f"last checkpoint (step {end})")
+        for name, ls in (("annealed_equal", "-."), ("annealed", ":")):
+            ax.axhline(checkpoints[name][key], ls=ls, color=ANNEALED[name][1], label=ANNEALED[name][2])
+        ax.set(xticks=range(len(ns)), xticklabels=[f"N = {n}" for n in ns], xlabel="checkpoints merged",
+               title=f"{KEYS[key][0]} of merges ending at step {end}", ylabel=KEYS[key][1],
+               yscale="log" if key == "loss" else "linear")
+        ax.grid(alpha=0.3, axis="y")
+    legend_below(fig, axes[0], ncols=3)
+    return fig
+
+
+def merge_curve_figure(traj, checkpoints: dict, curve: dict):
+    """SMA and WMA merges of the last focus_n checkpoints along the stable phase, against the checkpoints."""
+    c = traj.config
+    ends = traj.stable[c.focus_n - 1:]
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.4))
+    for ax, key in zip(axes, ("loss", "acc")):
+        ax.plot(traj.stable, [checkpoints[str(s)][key] for s in traj.stable], "o-", ms=4, color="grey",
+                label="checkpoint")
+        for method in ("sma", "wma"):
+            ax.plot(ends, [curve[merge_name(method, c.focus_n, e, c.alpha)][key] for e in ends], "o-", ms=4,
+                    label=f"{method.upper()} merge of the last {c.focus_n}")
+        _annealed(ax, traj, checkpoints, key)
+        _decay(ax, traj)
+        ax.set(title=KEYS[key][0], xlabel="training step (the last checkpoint merged)", ylabel=KEYS[key][1],
+               yscale="log" if key == "loss" else "linear")
+    legend_below(fig, axes[0], ncols=3)
+    return fig
+
+
+def loss_surface_figure(surface: dict):
+    """Held-out loss on the plane of the checkpoints' first two principal components, the merge at the centre."""
+    axis, loss = np.array(surface["axis"]), np.array(surface["loss"])
+    fig, ax = plt.subplots(figsize=(8, 6.4))
+    contour = ax.contourf(axis, axis, np.log10(loss), levels=20, cmap="viridis")
+    fig.colorbar(contour, ax=ax, label="log10 held-out loss")
+    xy = np.array(surface["checkpoints"])
+    ax.plot(xy[:, 0], xy[:, 1], "w.-", lw=1)
+    for (x, y), s in zip(xy, surface["steps"]):
+        ax.annotate(str(s), (x, y), color="w", fontsize=10, xytext=(4, 4), textcoords="offset points")
+    ax.plot(0, 0, "D", color="C1", ms=11, label=f"SMA merge (N = {len(xy)})")
+    for name in ("annealed_equal", "annealed"):
+        marker, color, label = ANNEALED[name]
+        ax.plot(*surface[name], marker, color=color, ms=14,
+                label=f"{label} ({surface[f'{name}_off_plane']:.2f} off the plane)")
+    ax.set(xlabel="principal component 1 (weight-space units)", ylabel="principal component 2 (weight-space units)",
+           title="Held-out loss around the checkpoints (white, by step)")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncols=1, frameon=False)
+    fig.tight_layout()
+    return fig
+
+
+def pma_init_figure(traj, inits: list):
+    """Continued training from the merge and from the last checkpoint: loss and gradient norm per step."""
+    c = traj.config
+    labels = {"merged": f"from the SMA merge (N = {c.focus_n})", "last": f"from the step-{traj.stable[-1]} checkpoint"}
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.4))
+    for ax, key, heading, unit in zip(axes, ("loss", "grad_norm"), ("Training loss", "Gradient norm before clipping"),
+                                      ("loss (nats per token, log scale)", "gradient norm (L2)")):
+        for color, start in (("C0", "merged"), ("C1", "last")):
+            series = np.array([[r[key] for r in init[start]] for init in inits])
+            steps = np.arange(1, series.shape[1] + 1)
+            ax.plot(steps, series.T, color=color, lw=0.6, alpha=0.35)
+            ax.plot(steps, series.mean(0), color=color, lw=2.5, label=labels[start] + " (mean; thin: each stream)")
+        ax.set(title=heading, xlabel="continued training step", ylabel=unit, yscale="log" if key == "loss" else "linear")
+    legend_below(fig, axes[0], ncols=2)
+    return fig
+
+
+def spike_figure(traj, checkpoints: dict, spikes: list):
+    """Left: the learning-rate ramp and the loss spikes it causes; right: resuming from the merge of the checkpoints
+    before the spike vs from the last of them."""
+    c = traj.config
+    fig, axes = plt.subplots(1, 2, figsize=(14, 4.6))
+    twin = axes[0].twinx()
+    for i, spike in enumerate(spikes):
+        ramp = spike["spike_rows"]
+        axes[0].plot([r["step"] for r in ramp], [r["loss"] for r in ramp], color=f"C{i + 2}", lw=1.2,
+                     label=f"stream {i}: spike at step {spike['spike_step']}")
+        if spike["spike_step"]:
+            axes[0].axvline(spike["spike_step"], color=f"C{i + 2}", ls="--", lw=1)
+    twin.semilogy([r["step"] for r in ramp], [r["lr"] for r in ramp], ":", color="grey")
+    twin.set_ylabel("learning rate (dotted, log scale)")
+    axes[0].set(title="A rising learning rate makes the loss spike (dashed)", xlabel="steps after the branch point",
+                ylabel="training loss (log scale)", yscale="log")
+    axes[0].legend(loc="upper left", fontsize=9)
+    start = spikes[0]["start"]
+    reference = [s for s in traj.stable if start < s <= start + c.spike_steps + c.resume_steps]
+    axes[1].plot([s - start for s in reference], [checkpoints[str(s)]["loss"] for s in reference], "o", ms=5,
+                 color="grey", label="original trajectory (held-out)")
+    for spike in (s for s in spikes if "merged" in s):
+        for color, name in (("C0", "merged"), ("C1", "last")):
+            loss = np.convolve([r["loss"] for r in spike[name]], np.ones(5) / 5, mode="valid")
+            axes[1].plot(spike["pre_spike_steps"][-1] + 5 + np.arange(len(loss)), loss, color=color, lw=1.2,
+                         label=f"resumed from the {'merge' if name == 'merged' else 'last pre-spike checkpoint'}"
+                         if spike is spikes[0] else None)
+    axes[1].set(title="Resuming at the trajectory's learning rate", xlabel="steps after the branch point",
+                ylabel="training loss, 5-step mean (log scale)", yscale="log")
+    axes[1].legend(fontsize=9)
+    fig.tight_layout()
+    return fig
 
 
 def merge_figure(traj, checkpoints: dict, method: str = "sma", n: int | None = None,
-               alpha: float | None = None, end: int | None = None):
-    """Chapter 5, the merge explorer's figure: the weights w_i of a merge, and its held-out loss against the trajectory's
+                 alpha: float | None = None, end: int | None = None):
+    """The merge explorer's figure: the weights w_i of a merge, and its held-out loss against the trajectory's
     (a stored merge replays at once; a new one is merged, evaluated and stored)."""
     n, alpha, end = n or traj.config.focus_n, alpha or traj.config.alpha, end or traj.stable[-1]
     merge = next(iter(run_merges(traj, [(method, n, end)], alpha, progress=False).values()))
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 3.3), gridspec_kw={"width_ratios": [1, 2]})
+    fig, (left, right) = plt.subplots(1, 2, figsize=(14, 4.4), gridspec_kw={"width_ratios": [1, 2]})
     left.bar([str(s) for s in traj.stable if s <= end][-n:], merge_weights(method, n, alpha), color="C2")
-    left.set(title=f"{method.upper()} weights $w_i$" + (f" (α={alpha})" if method == "ema" else ""),
-             xlabel="checkpoint step")
+    left.set(title=f"{method.upper()} weights" + (f" (α = {alpha})" if method == "ema" else ""),
+             xlabel="checkpoint step", ylabel="weight $w_i$ in the merge")
     left.tick_params(axis="x", labelrotation=90)
-    right.plot(traj.stable, [checkpoints[str(s)]["loss"] for s in traj.stable], "o-", ms=3, color="grey")
-    points = [(end, merge, "D", "C2", "merge"), (end, checkpoints[str(end)], "s", "k", f"step {end}"),
+    right.plot(traj.stable, [checkpoints[str(s)]["loss"] for s in traj.stable], "o-", ms=4, color="grey",
+               label="checkpoints")
+    points = [(end, merge, "D", "C2", "the merge"), (end, checkpoints[str(end)], "s", "k", f"step {end}"),
               (traj.stable[-1], checkpoints["annealed_equal"], "P", "C4", "annealed, equal tokens"),
               (traj.config.max_steps, checkpoints["annealed"], "*", "C3", "annealed, final")]
     for x, r, marker, color, label in points:
-        right.plot([x], [r["loss"]], marker, ms=9, color=color,
-                   label=f"{label}: loss {r['loss']:.3f}, acc {r['acc']:.2f}")
-    right.set(title="held-out loss", xlabel="step", yscale="log")
-    right.legend(fontsize=8)
-    right.grid(alpha=0.3)
-    fig.tight_layout()
+        right.plot([x], [r["loss"]], marker, ms=11, color=color,
+                   label=f"{label}: loss {r['loss']:.3f}, accuracy {r['acc']:.2f}")
+    right.set(title="Held-out loss of the merge", xlabel="training step", ylabel="loss (log scale)", yscale="log")
+    legend_below(fig, right, ncols=2)
     return fig
+
+
+def merge_replay(traj, checkpoints: dict, grid: dict):
+    """In-page explorer of the stored merge grid: pick the method and N; the merge's weights and its held-out loss
+    against the checkpoints and the annealed models."""
+    from .replay import Control, build, line
+
+    c, end = traj.config, traj.stable[-1]
+    ns = sorted({r["n"] for r in grid.values()})
+    steps = [s for s in traj.stable if s <= end]
+    fixed = [line(traj.stable, [checkpoints[str(s)]["loss"] for s in traj.stable], "checkpoints", "grey",
+                  markers=True, xaxis="x2", yaxis="y2")]
+    for name, x in (("annealed_equal", end), ("annealed", c.max_steps)):
+        r = checkpoints[name]
+        fixed.append({"type": "scatter", "mode": "markers", "x": [x], "y": [r["loss"]], "xaxis": "x2", "yaxis": "y2",
+                      "name": f"{ANNEALED[name][2]}: loss {r['loss']:.3f}", "marker": {"size": 15, "symbol":
+                      "star" if name == "annealed" else "cross", "color": "#d62728" if name == "annealed" else "#9467bd"}})
+
+    def view(method, n):
+        merge = grid.get(merge_name(method, int(n), end, c.alpha))
+        if merge is None:
+            return None
+        weights = merge_weights(method, int(n), c.alpha)
+        bars = {"type": "bar", "x": [str(s) for s in steps[-int(n):]], "y": weights, "name": "weights w_i",
+                "marker": {"color": "#2ca02c"}, "showlegend": False}
+        point = {"type": "scatter", "mode": "markers", "x": [end], "y": [merge["loss"]], "xaxis": "x2", "yaxis": "y2",
+                 "name": f"the merge: loss {merge['loss']:.3f}, accuracy {merge['acc']:.2f}",
+                 "marker": {"size": 14, "symbol": "diamond", "color": "#2ca02c"}}
+        return {"data": [bars, *fixed, point], "layout": {
+            "title": {"text": f"{method.upper()} merge of the last {n} checkpoints (ending at step {end})"},
+            "xaxis": {"domain": [0, 0.3], "title": {"text": "checkpoint step"}, "type": "category"},
+            "yaxis": {"title": {"text": "weight in the merge"}},
+            "xaxis2": {"domain": [0.42, 1], "anchor": "y2", "title": {"text": "training step"}},
+            "yaxis2": {"anchor": "x2", "type": "log", "title": {"text": "held-out loss (log scale)"}}}}
+
+    controls = [Control("method", "method", list(c.methods), value="sma"),
+                Control("n", "N checkpoints", ns, kind="slider", value=c.focus_n if c.focus_n in ns else None)]
+    return build("Merge explorer (stored merges, replayed in the page)",
+                 "Pick the averaging method and how many checkpoints it merges. Left: each checkpoint's weight; right: "
+                 "the merge's held-out loss (green diamond) against the checkpoints and the annealed models. Look at "
+                 "how close the merge gets to the annealed model's loss without any extra training.", controls, view,
+                 {"height": 480})

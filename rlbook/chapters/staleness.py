@@ -8,52 +8,105 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from .m2po import COLORS, batch_rewards, band, errorbars, final, finish, group_runs, run_label, setting, smooth
+from .m2po import (COLORS, aggregate, band, batch_rewards, errorbars, final, finish, group_runs, run_label, setting,
+                   smooth)
+from .style import axis_label, title
+
+def _staleness_color(s, stalenesses):
+    return plt.get_cmap("viridis")(0.9 * stalenesses.index(s) / max(len(stalenesses) - 1, 1))
+
 
 def accuracy_curves(runs, metric: str = "eval_greedy_acc", window: int = 1):
     """Accuracy over model updates, one panel per objective, one line per staleness (M2PO Figs. 1-3 and 11)."""
     by_objective = group_runs(runs, key=lambda r: r.config.objective)
     stalenesses = sorted({r.config.staleness for r in runs})
-    fig, axes = plt.subplots(1, max(len(by_objective), 1), figsize=(3.6 * max(len(by_objective), 1), 3.2),
-                             sharey=True, squeeze=False)
+    panels = max(len(by_objective), 1)
+    ncols = min(panels, 3)
+    nrows = -(-panels // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(max(5 * ncols, 7), 4 * nrows), sharey=True, squeeze=False)
+    for ax in axes.flat[panels:]:
+        ax.remove()
     for ax, (objective, group) in zip(axes.flat, by_objective.items()):
         for (_, s, _), seeds in group_runs(group, key=setting).items():
-            color = plt.get_cmap("viridis")(0.9 * stalenesses.index(s) / max(len(stalenesses) - 1, 1))
-            label = run_label(seeds[0], seed=False).split(" ", 1)[1] + f" ({len(seeds)} seeds)"
-            band(ax, seeds, metric, window, color=color, marker="o", ms=3, label=label)
-        ax.set(title=objective, xlabel="model updates")
-    axes[0, 0].set_ylabel(metric + (f" (mean of {window})" if window > 1 else ""))
-    return finish(fig, axes)
+            band(ax, seeds, metric, window, color=_staleness_color(s, stalenesses), marker="o", ms=4,
+                 label=f"staleness s = {s}")
+        ax.set(title=objective.upper().replace("_", " ") if objective != "no_clip" else "no clip", xlabel="model updates")
+    for row in axes:
+        row[0].set_ylabel(axis_label(metric) + (f", mean of {window}" if window > 1 else ""))
+    fig.suptitle(f"{title(metric)} as staleness grows (band: seeds' range)")
+    return finish(fig, axes.flat[:panels], ncols=min(len(stalenesses), 4))
 
 
 def final_vs_staleness(runs, metric: str = "eval_greedy_acc"):
     """Final accuracy vs staleness per objective, mean with min-max error bars (the summary of Figs. 1-3)."""
-    fig, ax = plt.subplots(figsize=(5.5, 3.4))
+    fig, ax = plt.subplots(figsize=(8, 5))
     for objective, group in group_runs(runs, key=lambda r: r.config.objective).items():
         errorbars(ax, group_runs(group, key=lambda r: r.config.staleness), lambda r: final(r, metric), marker="o",
-                   color=COLORS.get(objective), label=objective)
+                  ms=7, color=COLORS.get(objective), label=objective, clip_on=False)
     if runs:
-        ax.axhline(np.mean([r.metrics[0][metric] for r in runs]), color="grey", ls=":", lw=1, label="base model")
+        ax.axhline(np.mean([r.metrics[0][metric] for r in runs]), color="grey", ls=":", lw=1.5, label="base model")
     ticks = sorted({r.config.staleness for r in runs})
     ax.set_xscale("symlog", linthresh=4)
-    ax.set_xticks(ticks, [str(t) for t in ticks])
-    ax.set(xlabel="staleness s (model updates)", ylabel=metric, title=f"final {metric}")
-    return finish(fig, ax)
+    if ticks:  # room beyond the first and last staleness, so no marker is cut at the frame
+        ax.set_xlim(-1, ticks[-1] * 1.5)
+        ax.set_xticks(ticks, [str(t) for t in ticks])
+    ax.minorticks_off()
+    ax.set(xlabel="staleness s (model updates between sampling and training)", ylabel=axis_label(metric),
+           title=f"Final {title(metric).lower()} against staleness")
+    return finish(fig, ax, ncols=4)
 
 
 def prosperity_before_collapse(runs, metric: str = "eval_greedy_acc", window: int = 3):
-    """Accuracy over updates and reward per rollout batch (at the update of the policy that sampled it), each run's
-    best point after the start starred (M2PO Figs. 1-2: without a trust region s=256 rises fast, then collapses)."""
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.3))
-    for run in runs:
-        for ax, (x, y), w in ((axes[0], run.series(metric), 1), (axes[1], batch_rewards(run), window)):
-            y = smooth(y, w)
-            line, = ax.plot(x, y, marker="o", ms=2, label=run_label(run), color=COLORS.get(run.config.objective))
+    """Accuracy over updates and reward per rollout batch (at the update of the policy that sampled it): one thick
+    line per setting (mean over seeds; thin: each seed), its best point after the start starred and labelled
+    (M2PO Figs. 1-2: without a trust region a stale run rises fast, then collapses)."""
+    fig, axes = plt.subplots(1, 2, figsize=(14, 4.8))
+    groups = group_runs(runs, key=setting)
+    for k, seeds in enumerate(groups.values()):
+        color = COLORS.get(seeds[0].config.objective)
+        for ax, series, w in ((axes[0], lambda r: r.series(metric), 1), (axes[1], batch_rewards, window)):
+            curves = [dict(zip(x, smooth(y, w))) for x, y in map(series, seeds)]
+            x = sorted(set.intersection(*(set(c) for c in curves)))
+            for curve in curves if len(curves) > 1 else ():
+                ax.plot(x, [curve[u] for u in x], color=color, lw=0.8, alpha=0.35)
+            y = np.nanmean([[c[u] for u in x] for c in curves], axis=0)
+            ax.plot(x, y, color=color, lw=2.5, label=f"{run_label(seeds[0], seed=False)} ({len(seeds)} seed{'s' * (len(seeds) > 1)})")
             i = int(np.nanargmax(y[1:])) + 1 if len(y) > 1 else 0
-            ax.plot(x[i], y[i], "*", ms=12, color=line.get_color())
-            ax.annotate(f"{y[i]:.2f} @ {x[i]}", (x[i], y[i]), textcoords="offset points", xytext=(5, 3), fontsize=7)
-    axes[0].set(title=f"{metric} (update 0: the base model)", xlabel="model updates")
-    axes[1].set(title=f"reward per rollout batch (mean of {window})", xlabel="update of the policy that sampled it")
-    return finish(fig, axes)
+            ax.plot(x[i], y[i], "*", ms=16, color=color, markeredgecolor="black", zorder=5)
+            ax.annotate(f"best {y[i]:.2f} at {x[i]}", (x[i], y[i]), textcoords="offset points",
+                        xytext=(8, 10 + 16 * k), fontsize=10, color=color, fontweight="bold",
+                        arrowprops={"arrowstyle": "-", "color": color, "lw": 0.8})
+    axes[0].set(title=f"{title(metric)} (update 0: the base model)", xlabel="model updates",
+                ylabel=axis_label(metric))
+    axes[1].set(title=f"Reward of each rollout batch (mean of {window})", xlabel="update of the policy that sampled it",
+                ylabel="reward per completion")
+    for ax in axes:
+        ax.margins(y=0.2)
+    return finish(fig, axes, ncols=3)
 
 
+def staleness_replay(runs, metrics=("eval_greedy_acc", "eval_sampled_acc", "reward", "clip_frac", "entropy")):
+    """In-page explorer: pick an objective and a metric, one curve per staleness (mean over seeds)."""
+    from .replay import Control, build, line
+
+    stalenesses = sorted({r.config.staleness for r in runs})
+    objectives = list(group_runs(runs, key=lambda r: r.config.objective))
+    metrics = [m for m in metrics if any(run.series(m)[0] for run in runs)]
+
+    def view(objective, metric):
+        traces = []
+        for (_, s, _), seeds in group_runs([r for r in runs if r.config.objective == objective], key=setting).items():
+            x, mean, _, _ = aggregate(seeds, metric, 1 if metric.startswith("eval") else 10)
+            traces.append(line(x, mean, f"s = {s} ({len(seeds)} seed{'s' * (len(seeds) > 1)})",
+                               _staleness_color(s, stalenesses),
+                               markers=metric.startswith("eval")))
+        return {"data": traces, "layout": {"title": {"text": f"{title(metric)}: {objective}, by staleness s"},
+                                           "xaxis": {"title": {"text": "model updates"}},
+                                           "yaxis": {"title": {"text": axis_label(metric)}}}}
+
+    controls = [Control("objective", "objective", objectives, value="grpo"),
+                Control("metric", "metric", metrics,
+                labels={m: title(m) for m in metrics})]
+    return build("Explore the staleness sweep (stored runs, replayed in the page)",
+                 "Pick an objective and a metric: one line per staleness s (mean over seeds; training metrics as a "
+                 "10-update mean). Look at how far the curves of large s fall below s = 0.", controls, view)

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import matplotlib as mpl
+import numpy as np
 
 FIGURE_DIR = Path(os.environ.get("RLBOOK_FIGURES", Path(__file__).resolve().parents[2] / "build" / "figures"))
 
@@ -19,10 +20,51 @@ STYLE = {
 mpl.rcParams.update(STYLE)
 
 
-def save_figure(fig, chapter: str, name: str) -> Path:
-    """Write fig as build/figures/<chapter>/<name>.png and .svg; returns the PNG path."""
+def save_figure(fig, chapter: str, name: str) -> None:
+    """Write fig as FIGURE_DIR/<chapter>/<name>.png and .svg (build/figures/ unless $RLBOOK_FIGURES says otherwise).
+
+    Returns nothing, so a notebook cell that ends with it shows the figure and no file name."""
     folder = FIGURE_DIR / chapter
     folder.mkdir(parents=True, exist_ok=True)
     fig.savefig(folder / f"{name}.svg", bbox_inches="tight")
     fig.savefig(folder / f"{name}.png", bbox_inches="tight")
-    return folder / f"{name}.png"
+
+
+METRICS = {  # metric key -> (what it is, in words; the axis label with its unit)
+    "eval_greedy_acc": ("Greedy accuracy on the held-out problems", "accuracy (fraction correct)"),
+    "eval_sampled_acc": ("Sampled accuracy on the held-out problems", "accuracy (fraction correct)"),
+    "reward": ("Mean reward of the rollout batch", "reward per completion"),
+    "clip_frac": ("Clipped tokens", "share of response tokens"),
+    "mask_frac": ("Tokens masked by M2PO", "share of response tokens"),
+    "entropy": ("Token entropy", "entropy (nats)"),
+    "m2": ("Second moment of the log-ratio, M2", "mean (log r)²"),
+    "kl_k3": ("KL to the sampling policy", "KL, k3 estimate (nats)"),
+    "low_prob_frac": ("Low-probability tokens (p < 0.5)", "share of response tokens"),
+    "zero_std_frac": ("Groups whose completions all scored the same", "share of groups"),
+}
+
+
+def title(metric: str) -> str:
+    return METRICS.get(metric, (metric, metric))[0]
+
+
+def axis_label(metric: str) -> str:
+    return METRICS.get(metric, (metric, metric))[1]
+
+
+def legend_below(fig, axes, ncols: int | None = None):
+    """One legend for the whole figure, under its panels, so it covers no data; returns fig (laid out)."""
+    entries = {}
+    for ax in np.atleast_1d(axes).flat:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            if not label.startswith("_"):
+                entries.setdefault(label, handle)
+    bottom = 0.0
+    if entries:
+        ncols = ncols or min(len(entries), 3)
+        rows = -(-len(entries) // ncols)
+        bottom = min(0.04 + 0.34 * rows / fig.get_figheight(), 0.45)
+        fig.legend(list(entries.values()), list(entries), loc="lower center", ncols=ncols, frameon=False,
+                   bbox_to_anchor=(0.5, 0.0))
+    fig.tight_layout(rect=(0, bottom, 1, 1))
+    return fig

@@ -1,0 +1,40 @@
+"""Sphinx configuration of the rendered book (built by `python -m rlbook.book`, which copies this folder, the
+executed notebooks and the figures into build/site-src and runs sphinx-build into build/html).
+
+Everything a page loads is served from build/html: MathJax (from the npm registry), plotly.js
+(from the plotly package), the theme's scripts and styles, the search index. No page asks the network for anything.
+"""
+project = "rlbook: RL for LLMs, reproduced on a CPU"
+author = "rlbook"
+copyright = "rlbook authors"
+
+extensions = ["myst_nb", "sphinx.ext.mathjax"]
+exclude_patterns = ["_build", "**.ipynb_checkpoints"]
+myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence", "deflist"]
+myst_heading_anchors = 3
+
+# notebooks arrive executed (papermill); never run them again, never load widget JS from a CDN
+nb_execution_mode = "off"
+nb_ipywidgets_js = {}
+nb_merge_streams = True
+nb_output_stderr = "remove"
+
+html_theme = "sphinx_book_theme"
+html_title = "rlbook"
+html_static_path = ["_static"]
+html_css_files = ["rlbook.css"]
+html_js_files = ["plotly.min.js"]
+html_theme_options = {
+    "show_toc_level": 2,
+    "show_navbar_depth": 1,
+    "home_page_in_toc": True,
+    "use_download_button": False,
+    "use_fullscreen_button": True,
+    "navigation_with_keys": True,
+}
+html_last_updated_fmt = None
+html_copy_source = False
+
+# MathJax 3 (npm package mathjax, copied into _static/mathjax by rlbook.book): SVG output, no web fonts to load
+mathjax_path = "mathjax/tex-svg-full.js"
+mathjax3_config = {"options": {"enableMenu": False}}

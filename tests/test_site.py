@@ -1,0 +1,140 @@
+"""The rendered book in a real browser (Debian's chromium, driven by Playwright): the smoke-profile notebooks of this
+session (tests/test_notebooks.py) rendered by rlbook.book, every page opened from disk with the network blocked.
+
+Every page loads with no failed and no off-machine request, its formulas are typeset, each interactive replay changes
+its figure when a control moves, every figure in a chapter has a caption, and a screenshot of each page is saved
+under build/screenshots/."""
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from rlbook import book
+
+NOTEBOOKS = sorted(book.NOTEBOOKS.glob("*.ipynb"))
+SCREENSHOTS = book.BUILD / "screenshots"
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+def chromium() -> str:
+    path = shutil.which("chromium") or "/usr/bin/chromium"
+    if not Path(path).exists():
+        if os.environ.get("CI"):
+            pytest.fail("CI needs Debian's chromium (.ci/run installs it: apt-get install -y chromium)")
+        pytest.skip("no chromium here (apt-get install -y chromium)")
+    return path
+
+
+@pytest.fixture(scope="module")
+def site(smoke_book):
+    pytest.importorskip("playwright")
+    executed = [smoke_book.execute(path) for path in NOTEBOOKS]
+    return book.build_site(executed, smoke_book.figures, book.BUILD / "smoke-site" / "html").parent
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            str(tmp_path_factory.mktemp("chromium-profile")), executable_path=chromium(), args=CHROMIUM_FLAGS,
+            headless=True, viewport={"width": 1280, "height": 900})
+        yield context
+        context.close()
+
+
+def pages(site: Path) -> list[Path]:
+    return sorted(p for p in site.glob("*.html") if p.name not in ("genindex.html",))
+
+
+class Visit:
+    """One page opened with every off-machine request blocked and counted."""
+
+    def __init__(self, context, path: Path):
+        self.off_machine, self.failed, self.errors = [], [], []
+        page = self.page = context.new_page()
+        page.route("**/*", self.route)
+        page.on("requestfailed", lambda request: self.failed.append(request.url))
+        page.on("pageerror", lambda error: self.errors.append(str(error)))
+        page.goto(path.resolve().as_uri(), wait_until="load")
+        page.wait_for_function("() => !window.MathJax || !window.MathJax.startup || "
+                               "window.MathJax.startup.promise.then(() => true)", timeout=30_000)
+        page.evaluate("() => window.MathJax && window.MathJax.startup ? window.MathJax.startup.promise : null")
+
+    def route(self, route):
+        if route.request.url.startswith(("file:", "data:", "blob:", "about:")):
+            return route.continue_()
+        self.off_machine.append(route.request.url)
+        return route.abort()
+
+
+def test_every_page_loads_offline_with_typeset_math(site, browser):
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    names = [p.name for p in pages(site)]
+    assert {"index.html", "references.html", "search.html"} <= set(names)
+    assert {f"{p.stem}.html" for p in NOTEBOOKS} <= set(names)
+    for path in pages(site):
+        visit = Visit(browser, path)
+        page = visit.page
+        text = page.inner_text("main") if page.query_selector("main") else page.inner_text("body")
+        assert not visit.off_machine, f"{path.name} asked the network for {visit.off_machine}"
+        assert not visit.failed, f"{path.name}: failed requests {visit.failed}"
+        assert not visit.errors, f"{path.name}: script errors {visit.errors}"
+        assert "$$" not in text and "\\(" not in text and "\\[" not in text, f"{path.name}: raw TeX left"
+        if page.query_selector(".math"):
+            assert page.query_selector_all("mjx-container svg"), f"{path.name}: formulas not typeset"
+        page.screenshot(path=str(SCREENSHOTS / f"{path.stem}.png"), full_page=False)
+        page.close()
+    assert {f"{p.stem}.png" for p in NOTEBOOKS} <= {p.name for p in SCREENSHOTS.glob("*.png")}
+
+
+def test_the_landing_page_links_every_chapter(site, browser):
+    page = Visit(browser, site / "index.html").page
+    links = set(page.eval_on_selector_all("a", "links => links.map(a => a.getAttribute('href'))"))
+    assert {f"{p.stem}.html" for p in NOTEBOOKS} <= links and "references.html" in links
+    assert all(img["complete"] and img["width"] > 0 for img in page.eval_on_selector_all(
+        "table img", "imgs => imgs.map(i => ({complete: i.complete, width: i.naturalWidth}))"))
+    page.close()
+
+
+def test_search_finds_a_chapter_offline(site, browser):
+    page = Visit(browser, site / "search.html").page
+    page.goto((site / "search.html").resolve().as_uri() + "?q=staleness", wait_until="load")
+    page.wait_for_selector("#search-results li", timeout=30_000)
+    assert "02_staleness" in page.inner_html("#search-results")
+    page.close()
+
+
+def test_every_chapter_figure_has_a_caption(site, browser):
+    for notebook in NOTEBOOKS:
+        page = Visit(browser, site / f"{notebook.stem}.html").page
+        figures = page.eval_on_selector_all(".cell_output img", "imgs => imgs.map(i => ({src: i.src, "
+                                            "caption: (i.closest('figure')?.querySelector('figcaption')?.innerText "
+                                            "|| '').trim()}))")
+        assert figures, f"{notebook.stem}: no figure"
+        assert all(len(f["caption"]) > 20 for f in figures), [f["src"] for f in figures if len(f["caption"]) <= 20]
+        page.close()
+
+
+def test_interactive_figures_change_when_a_control_moves(site, browser):
+    replays = 0
+    for notebook in NOTEBOOKS:
+        page = Visit(browser, site / f"{notebook.stem}.html").page
+        for i in range(len(page.query_selector_all(".rlbook-replay"))):
+            root = page.query_selector_all(".rlbook-replay")[i]
+            plot = root.query_selector(".replay-plot")
+            before = plot.evaluate("p => JSON.stringify(p.data)")
+            assert before and before != "[]", f"{notebook.stem}: replay {i} draws nothing"
+            for control in root.query_selector_all("[data-control]"):
+                control.evaluate("""c => { if (c.tagName === 'SELECT') c.selectedIndex = (c.selectedIndex + 1) %
+                                   c.options.length; else c.value = (+c.value + 1) % (+c.max + 1);
+                                   c.dispatchEvent(new Event('change')); }""")
+                after = plot.evaluate("p => JSON.stringify(p.data)")
+                assert after != before, f"{notebook.stem}: replay {i} did not change with {control.get_attribute('data-control')}"
+                before = after
+            replays += 1
+        page.close()
+    assert replays >= 5, f"only {replays} interactive figures in the book"
