@@ -173,7 +173,8 @@ def main() -> int:
             if row["batch"] != args.batch:
                 row["added_scaled_to_batch_gib"] = row["added_by_loss_path_gib"] * args.batch / row["batch"]
         print({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()})
-    shape = f"{args.batch} x ({args.prompt_len} prompt + {args.response_len} response) tokens, LoRA rank {args.lora_rank}"
+    shape = (f"{args.batch} x ({args.prompt_len} prompt + {args.response_len} response) tokens, "
+             f"LoRA rank {args.lora_rank}")
     layers = sorted({row["layers"] for row in rows if "layers" in row})
     print(f"{shape}; decoder layers {layers} (Qwen3-1.7B has 28; the loss path's memory does not depend on them)")
     if args.cpu_smoke:

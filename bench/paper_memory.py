@@ -52,7 +52,8 @@ def max_rollout_seqs(gpu_gb: float, rank: int, response_len: int) -> int:
 
 def main() -> int:
     rows = []
-    print(f"{'micro-batch':>11} {'rank':>5} {'response':>8} {'update GB':>9}   fits in (90%)   rollout seqs 24/40/80 GB")
+    print(f"{'micro-batch':>11} {'rank':>5} {'response':>8} {'update GB':>9}   fits in (90%)   "
+          "rollout seqs 24/40/80 GB")
     for micro_batch in (8, 16, 32, 64):
         for rank in (16, 64):
             for response_len in (1024, 2048, 4096):

@@ -285,7 +285,8 @@ def test_chunked_skips_rows_without_gradient(triton, backend, monkeypatch):
     seen = []
     import rlbook.ops.rows as rows_module
     original = rows_module.grad
-    monkeypatch.setattr(rows_module, "grad", lambda logits, *a, **k: seen.append(len(logits)) or original(logits, *a, **k))
+    monkeypatch.setattr(rows_module, "grad",
+                        lambda logits, *a, **k: seen.append(len(logits)) or original(logits, *a, **k))
     loss, _, grad = loss_and_grad(chunked_policy_loss, hidden, weight, ids, blogp, adv, mask, "grpo", chunk_size=3,
                                   backend=backend, block_v=BLOCK, temperature=0.5)
     ref_loss, _, ref_grad = loss_and_grad(reference_chunked_policy_loss, hidden, weight, ids, blogp, adv, mask,

@@ -5,7 +5,8 @@
 Two updates of the paper profile's config (chunked lm_head path, micro-batches, LoRA rank 64, gradient
 checkpointing) on qwen3-1.7b-random (random bf16 weights built from the config; no download), with a tiny prompt
 batch and short responses: rollout (one prompt's group per sampling call), micro-batched update (two micro-batches per
-update), checkpoint, RunStore rows and evaluation. Its wall time and peak RSS are written to bench/results/paper_dry_run-cpu-<commit>-<time>.json.
+update), checkpoint, RunStore rows and evaluation. Its wall time and peak RSS are written to
+bench/results/paper_dry_run-cpu-<commit>-<time>.json.
 """
 import math
 import resource

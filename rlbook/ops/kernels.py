@@ -6,8 +6,8 @@ because N * V passes 2^31 at N = 16384, V = 151936. Every accumulator is float32
 `scale` = 1 / temperature multiplies every logit as it is read (no scaled copy of the logits is made).
 On a GPU the stats kernel's tile width and warps are autotuned per vocabulary size over CONFIGS (under the
 interpreter, or when a caller passes block_v, one tile is used); the gradient kernel, which may overwrite its
-input and so cannot be re-run to time it, streams with a fixed tile. Triton specialises row strides divisible by 16 (aligned, vector
-loads); a vocabulary that is not (the nano presets) still runs, with narrower loads.
+input and so cannot be re-run to time it, streams with a fixed tile. Triton specialises row strides divisible by
+16 (aligned, vector loads); a vocabulary that is not (the nano presets) still runs, with narrower loads.
 """
 from __future__ import annotations
 
