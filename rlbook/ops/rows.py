@@ -2,7 +2,8 @@
 
 `stats` gives (logp, entropy, lse) per token; `grad` writes d loss / d logits = coef scale (onehot - softmax).
 Both take logits [n, V] of any float dtype with a unit last stride (out too) and keep float32 per-token numbers;
-`scale` = 1 / temperature is applied to the logits as they are read.
+`scale` = 1 / temperature is applied to the logits as they are read. The torch backend works TORCH_ROWS rows at a
+time, so its float32 temporaries stay small whatever the chunk.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import os
 import torch
 
 BACKENDS = ("auto", "triton", "torch")
+TORCH_ROWS = 64  # the torch backend's float32 temporaries cover this many rows at a time (64 x 151936 x 4 = 39 MB)
 
 
 @functools.cache
@@ -56,11 +58,14 @@ def stats(logits: torch.Tensor, ids: torch.Tensor, backend: str, block_v: int | 
     if backend == "triton":
         from . import kernels
         return kernels.row_stats(logits, ids.contiguous(), block_v, scale)
-    x = logits.float() if scale == 1.0 else logits.float() * scale
-    lse = x.logsumexp(-1)
-    logq = x - lse[:, None]
-    logp = logq.gather(1, ids[:, None]).squeeze(1).clamp(max=0.0)
-    return logp, entropy_terms(logq), lse
+    parts = []
+    for at in range(0, len(logits), TORCH_ROWS):
+        x = logits[at:at + TORCH_ROWS].float() * scale
+        lse = x.logsumexp(-1)
+        logq = x.sub_(lse[:, None])
+        logp = logq.gather(1, ids[at:at + TORCH_ROWS, None]).squeeze(1).clamp(max=0.0)
+        parts.append((logp, entropy_terms(logq), lse))
+    return tuple(torch.cat(p) for p in zip(*parts)) if parts else (logits.new_empty(0, dtype=torch.float32),) * 3
 
 
 def grad(logits, ids, lse, coef, out, backend: str, block_v: int | None = None, scale: float = 1.0) -> torch.Tensor:
@@ -69,6 +74,9 @@ def grad(logits, ids, lse, coef, out, backend: str, block_v: int | None = None, 
         from . import kernels
         return kernels.row_grad(logits, ids.contiguous(), lse, coef.float().contiguous(), out, block_v, scale)
     coef = coef.float() * scale
-    g = (logits.float() * scale - lse[:, None]).exp_().mul_(-coef[:, None])
-    g.scatter_add_(1, ids[:, None], coef[:, None])
-    return out.copy_(g)
+    for at in range(0, len(logits), TORCH_ROWS):
+        rows = slice(at, at + TORCH_ROWS)
+        g = (logits[rows].float() * scale - lse[rows, None]).exp_().mul_(-coef[rows, None])
+        g.scatter_add_(1, ids[rows, None], coef[rows, None])
+        out[rows] = g
+    return out
