@@ -9,8 +9,8 @@ arithmetic prompts (rlbook's generator and seeds: update u of seed s sees task.g
 samples per prompt, the same reward, lr 5e-4 constant, token-mean loss, no KL, max grad norm 1, 1 thread, one
 update per rollout batch. Each (seed, system) runs in its own process, one after the other (systems interleaved per
 seed), so peak RSS is its own. Reported per system: s/update (median interval between consecutive updates,
-generation included, evaluations excluded), generated tokens/s (generated tokens / total time of the timed
-updates), peak RSS, and greedy accuracy on the 500 evaluation problems before and after (rlbook.evaluate.accuracy
+generation included, evaluations excluded) in wall and in process-CPU seconds (steadier when other processes share
+the cores), generated tokens/s (generated tokens / wall time of the timed updates), peak RSS, and greedy accuracy on the 500 evaluation problems before and after (rlbook.evaluate.accuracy
 for both). `trl` has gradient checkpointing off (its fastest setting here); `trl-gc` is TRL's default (on).
 Writes bench/results/vs_trl-<device>-<commit>-<time>.json.
 """
@@ -187,8 +187,8 @@ def report(rows: list[dict], systems: list[str]) -> dict:
                          "base_greedy": statistics.mean(r["base_greedy"] for r in mine),
                          "final_greedy": final, "final_greedy_se": se}
         t = table[system]
-        print(f"{system:<8} {t['s_per_update']:>9.3f} {t['cpu_s_per_update']:>9.3f} {t['tokens_per_s']:>9.0f} {t['peak_rss_mib']:>5.0f} MiB "
-              f"{t['base_greedy']:>15.3f} -> {final:.3f} +- {se:.3f}")
+        print(f"{system:<8} {t['s_per_update']:>9.3f} {t['cpu_s_per_update']:>9.3f} {t['tokens_per_s']:>9.0f} "
+              f"{t['peak_rss_mib']:>5.0f} MiB {t['base_greedy']:>15.3f} -> {final:.3f} +- {se:.3f}")
     if "rlbook" in table:
         for system in systems[1:]:
             speed = table[system]["s_per_update"] / table["rlbook"]["s_per_update"]
