@@ -43,7 +43,8 @@ def people_figure(runs, results: list[dict], base: dict | None = None):
     for j, n in enumerate(n for n in sizes if base and n in base):
         ax.hlines(base[n], j - 0.45, j + 0.45, colors="grey", linestyles="--", label="start" if j == 0 else None)
     ax.set(xticks=range(len(sizes)), xticklabels=[f"{n} people" for n in sizes], xlabel="puzzle size",
-           ylabel="greedy accuracy (fraction correct)", title="Knights and Knaves: accuracy by puzzle size (dots: seeds)")
+           ylabel="greedy accuracy (fraction correct)",
+           title="Knights and Knaves: accuracy by puzzle size (dots: seeds)")
     return legend_below(fig, ax, ncols=3)
 
 

@@ -7,7 +7,7 @@ import numpy as np
 
 from ..merging import merge_weights
 from .pma import merge_name, run_merges
-from .style import legend_below
+from .style import legend_below, plain_log_ticks
 
 ANNEALED = {"annealed": ("*", "C3", "annealed, final"), "annealed_equal": ("P", "C4", "annealed, equal tokens")}
 KEYS = {"loss": ("Held-out loss", "loss (nats per token, log scale)"),
@@ -41,6 +41,7 @@ def trajectory_figure(traj, checkpoints: dict):
         _annealed(ax, traj, checkpoints, key)
         ax.set(title=KEYS[key][0], xlabel="training step", ylabel=KEYS[key][1],
                yscale="log" if key == "loss" else "linear")
+    plain_log_ticks(axes[1])
     for ax in axes:
         _decay(ax, traj)
     legend_below(fig, axes, ncols=4)
@@ -66,6 +67,8 @@ def merge_grid_figure(traj, checkpoints: dict, grid: dict):
                title=f"{KEYS[key][0]} of merges ending at step {end}", ylabel=KEYS[key][1],
                yscale="log" if key == "loss" else "linear")
         ax.grid(alpha=0.3, axis="y")
+        if key == "loss":
+            plain_log_ticks(ax)
     legend_below(fig, axes[0], ncols=3)
     return fig
 
@@ -85,6 +88,7 @@ def merge_curve_figure(traj, checkpoints: dict, curve: dict):
         _decay(ax, traj)
         ax.set(title=KEYS[key][0], xlabel="training step (the last checkpoint merged)", ylabel=KEYS[key][1],
                yscale="log" if key == "loss" else "linear")
+    plain_log_ticks(axes[0])
     legend_below(fig, axes[0], ncols=3)
     return fig
 
@@ -123,7 +127,8 @@ def pma_init_figure(traj, inits: list):
             steps = np.arange(1, series.shape[1] + 1)
             ax.plot(steps, series.T, color=color, lw=0.6, alpha=0.35)
             ax.plot(steps, series.mean(0), color=color, lw=2.5, label=labels[start] + " (mean; thin: each stream)")
-        ax.set(title=heading, xlabel="continued training step", ylabel=unit, yscale="log" if key == "loss" else "linear")
+        ax.set(title=heading, xlabel="continued training step", ylabel=unit,
+               yscale="log" if key == "loss" else "linear")
     legend_below(fig, axes[0], ncols=2)
     return fig
 
@@ -198,9 +203,10 @@ def merge_replay(traj, checkpoints: dict, grid: dict):
                   markers=True, xaxis="x2", yaxis="y2")]
     for name, x in (("annealed_equal", end), ("annealed", c.max_steps)):
         r = checkpoints[name]
+        symbol, color = ("star", "#d62728") if name == "annealed" else ("cross", "#9467bd")
         fixed.append({"type": "scatter", "mode": "markers", "x": [x], "y": [r["loss"]], "xaxis": "x2", "yaxis": "y2",
-                      "name": f"{ANNEALED[name][2]}: loss {r['loss']:.3f}", "marker": {"size": 15, "symbol":
-                      "star" if name == "annealed" else "cross", "color": "#d62728" if name == "annealed" else "#9467bd"}})
+                      "name": f"{ANNEALED[name][2]}: loss {r['loss']:.3f}",
+                      "marker": {"size": 15, "symbol": symbol, "color": color}})
 
     def view(method, n):
         merge = grid.get(merge_name(method, int(n), end, c.alpha))
@@ -214,9 +220,9 @@ def merge_replay(traj, checkpoints: dict, grid: dict):
                  "marker": {"size": 14, "symbol": "diamond", "color": "#2ca02c"}}
         return {"data": [bars, *fixed, point], "layout": {
             "title": {"text": f"{method.upper()} merge of the last {n} checkpoints (ending at step {end})"},
-            "xaxis": {"domain": [0, 0.3], "title": {"text": "checkpoint step"}, "type": "category"},
+            "xaxis": {"domain": [0, 0.28], "title": {"text": "checkpoint step"}, "type": "category"},
             "yaxis": {"title": {"text": "weight in the merge"}},
-            "xaxis2": {"domain": [0.42, 1], "anchor": "y2", "title": {"text": "training step"}},
+            "xaxis2": {"domain": [0.47, 1], "anchor": "y2", "title": {"text": "training step"}},
             "yaxis2": {"anchor": "x2", "type": "log", "title": {"text": "held-out loss (log scale)"}}}}
 
     controls = [Control("method", "method", list(c.methods), value="sma"),
@@ -225,4 +231,4 @@ def merge_replay(traj, checkpoints: dict, grid: dict):
                  "Pick the averaging method and how many checkpoints it merges. Left: each checkpoint's weight; right: "
                  "the merge's held-out loss (green diamond) against the checkpoints and the annealed models. Look at "
                  "how close the merge gets to the annealed model's loss without any extra training.", controls, view,
-                 {"height": 480})
+                 {"height": 560, "legend": {"orientation": "h", "y": -0.32}})

@@ -30,7 +30,7 @@ def accuracy_curves(runs, metric: str = "eval_greedy_acc", window: int = 1):
         for (_, s, _), seeds in group_runs(group, key=setting).items():
             band(ax, seeds, metric, window, color=_staleness_color(s, stalenesses), marker="o", ms=4,
                  label=f"staleness s = {s}")
-        ax.set(title=objective.upper().replace("_", " ") if objective != "no_clip" else "no clip", xlabel="model updates")
+        ax.set(title="no clip" if objective == "no_clip" else objective.upper(), xlabel="model updates")
     for row in axes:
         row[0].set_ylabel(axis_label(metric) + (f", mean of {window}" if window > 1 else ""))
     fig.suptitle(f"{title(metric)} as staleness grows (band: seeds' range)")
@@ -70,7 +70,8 @@ def prosperity_before_collapse(runs, metric: str = "eval_greedy_acc", window: in
             for curve in curves if len(curves) > 1 else ():
                 ax.plot(x, [curve[u] for u in x], color=color, lw=0.8, alpha=0.35)
             y = np.nanmean([[c[u] for u in x] for c in curves], axis=0)
-            ax.plot(x, y, color=color, lw=2.5, label=f"{run_label(seeds[0], seed=False)} ({len(seeds)} seed{'s' * (len(seeds) > 1)})")
+            seeds_label = f"{len(seeds)} seed{'s' * (len(seeds) > 1)}"
+            ax.plot(x, y, color=color, lw=2.5, label=f"{run_label(seeds[0], seed=False)} ({seeds_label})")
             i = int(np.nanargmax(y[1:])) + 1 if len(y) > 1 else 0
             ax.plot(x[i], y[i], "*", ms=16, color=color, markeredgecolor="black", zorder=5)
             ax.annotate(f"best {y[i]:.2f} at {x[i]}", (x[i], y[i]), textcoords="offset points",

@@ -68,3 +68,12 @@ def legend_below(fig, axes, ncols: int | None = None):
                    bbox_to_anchor=(0.5, 0.0))
     fig.tight_layout(rect=(0, bottom, 1, 1))
     return fig
+
+
+def plain_log_ticks(ax) -> None:
+    """Tick labels of a log-scaled y axis as plain numbers (1.2, not 1.2 x 10^0)."""
+    from matplotlib.ticker import FuncFormatter
+
+    label = FuncFormatter(lambda value, _: f"{value:g}")
+    ax.yaxis.set_major_formatter(label)
+    ax.yaxis.set_minor_formatter(label)
