@@ -4,8 +4,8 @@ A run's score is the mean of its last few evaluations (never its peak: the max o
 upward). A claim compares seed means: each side is a mean over seeds with its standard error, a difference has the
 standard error sqrt(se_a^2 + se_b^2), and a signature is
 
-- "reproduced" when the effect has the paper's sign and exceeds 2 standard errors (and any stated margin),
-- "not reproduced" when it has the opposite sign beyond 2 standard errors,
+- "reproduced" when the effect has the paper's sign and exceeds 2 standard errors (beyond any stated margin),
+- "not reproduced" when it falls short of the paper's direction (and margin) by more than 2 standard errors,
 - "within noise" otherwise.
 """
 from __future__ import annotations
@@ -65,18 +65,20 @@ def estimate(values) -> Estimate:
 
 
 def verdict(effect: Estimate, sign: int = 1, margin: float = 0.0) -> str:
-    """The paper says `sign * effect > margin`: reproduced beyond 2 s.e., refuted beyond 2 s.e., else noise.
+    """The paper says `sign * effect > margin`. Reproduced when our `sign * effect - margin` exceeds 2 standard
+    errors, not reproduced when it falls below -2 standard errors, within noise otherwise.
 
-    With a single seed there is no standard error, so nothing is ever "reproduced" from one run.
+    A margin states how large an effect must be to count as the paper's (a "collapse" is more than a dip). With a
+    single seed there is no standard error, so nothing is ever decided from one run.
     """
     if sign not in (1, -1):
         raise ValueError(f"sign={sign}: the paper's direction is +1 or -1")
-    signed = sign * effect.mean
     if effect.n < 2:
         return WITHIN_NOISE
-    if signed > margin and signed > 2 * effect.se:
+    excess = sign * effect.mean - margin
+    if excess > 2 * effect.se:
         return REPRODUCED
-    if signed < 0 and -signed > 2 * effect.se:
+    if excess < -2 * effect.se:
         return NOT_REPRODUCED
     return WITHIN_NOISE
 

@@ -13,7 +13,7 @@ def fake_run(tmp_path, name, greedy):
     path.mkdir()
     rows = [{"update": 0, "eval_greedy_acc": greedy[0]}]
     rows += [{"update": 10 * i, "reward": 0.5, "eval_greedy_acc": v} for i, v in enumerate(greedy[1:], 1)]
-    rows.insert(2, {"update": 5, "reward": 0.4})  # a row without an evaluation is skipped
+    rows.insert(2, {"update": 15, "reward": 0.4})  # a row without an evaluation is skipped
     (path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     return Run(path)
 
@@ -56,7 +56,8 @@ def test_verdict_outcomes(mean, se, sign, expected):
 
 
 def test_verdict_margin_and_single_seed():
-    assert stats.verdict(stats.Estimate(0.10, 0.01, 3), margin=0.2) == stats.WITHIN_NOISE
+    assert stats.verdict(stats.Estimate(0.10, 0.01, 3), margin=0.2) == stats.NOT_REPRODUCED  # short by 10 s.e.
+    assert stats.verdict(stats.Estimate(0.19, 0.01, 3), margin=0.2) == stats.WITHIN_NOISE
     assert stats.verdict(stats.Estimate(0.30, 0.01, 3), margin=0.2) == stats.REPRODUCED
     assert stats.verdict(stats.Estimate(0.50, 0.0, 1)) == stats.WITHIN_NOISE  # one seed proves nothing
     with pytest.raises(ValueError, match="sign"):

@@ -76,3 +76,12 @@ def test_lopti_signatures(tmp_path):
     assert [s.verdict for s in table[:2]] == [stats.REPRODUCED, stats.REPRODUCED]
     assert [s.verdict for s in table[2:]] == ["no runs"] * 3
     assert verdicts.markdown(table).count("\n") == len(table) + 1
+
+
+def test_a_noisy_plateau_is_neither_prosperity_nor_collapse(tmp_path):
+    """The best 3-evaluation window of a flat noisy curve sits above its end: that is noise, not a collapse."""
+    curve = [0.50, 0.52, 0.49, 0.53, 0.50, 0.51, 0.49, 0.52, 0.50]
+    runs = [make_run(tmp_path, f"n{i}", [0.5] + [v + i / 200 for v in curve], objective="no_clip", staleness=16,
+                     seed=i) for i in range(3)]
+    rise, fall = [s for s in verdicts.staleness_signatures(runs) if s.claim.startswith("b.")]
+    assert (rise.verdict, fall.verdict) == (stats.NOT_REPRODUCED, stats.NOT_REPRODUCED)

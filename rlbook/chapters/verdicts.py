@@ -13,6 +13,11 @@ from .. import stats
 from ..experiments import LOPTI_VARIANTS
 
 MATCH_BOUND = 0.03  # two accuracies "match" when the 2-s.e. interval of their difference lies inside +-0.03
+# "Prosperity, then collapse" in accuracy: a rise of more than 0.05 above the base, then a fall of more than 0.08
+# below the peak. The peak is the best mean of 3 consecutive evaluations, which noise biases upward (the best of ~15
+# noisy windows sits about one evaluation standard error, ~0.013, above the true curve), so small rises and dips
+# are not taken for the paper's effect.
+PROSPERITY_RISE, COLLAPSE_FALL = 0.05, 0.08
 
 
 @dataclass(frozen=True)
@@ -102,9 +107,10 @@ def staleness_signatures(runs) -> list[Signature]:
     if free_top:
         rise = per_seed(free_top, lambda r: smoothed_peak(r) - stats.base_score(r))
         fall = per_seed(free_top, lambda r: smoothed_peak(r) - stats.score(r))
-        out.append(Signature(claim, paper, f"best 3-evaluation mean minus base: {rise}", stats.verdict(rise, +1)))
-        out.append(Signature("b. ... then collapses", paper, f"best 3-evaluation mean minus final score: {fall}",
-                             stats.verdict(fall, +1)))
+        out.append(Signature(claim, paper, f"best 3-evaluation mean minus base: {rise} (counts above "
+                             f"{PROSPERITY_RISE})", stats.verdict(rise, +1, PROSPERITY_RISE)))
+        out.append(Signature("b. ... then collapses", paper, f"best 3-evaluation mean minus final score: {fall} "
+                             f"(counts above {COLLAPSE_FALL})", stats.verdict(fall, +1, COLLAPSE_FALL)))
     else:
         out.append(_missing(claim, paper))
     claim, paper = f"e. M2PO at s={top} beats GRPO at s={top}", "36.6 vs 30.4"
