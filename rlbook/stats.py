@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 REPRODUCED, NOT_REPRODUCED, WITHIN_NOISE = "reproduced", "not reproduced", "within noise"
 LAST_EVALS = 3  # a run's score: the mean of its last 3 evaluations
+MIN_SEEDS = 3  # a claim needs at least 3 seeds on each side; with fewer the verdict is "within noise"
 
 
 def evaluations(run, metric: str = "eval_greedy_acc") -> tuple[list[int], list[float]]:
@@ -68,12 +69,12 @@ def verdict(effect: Estimate, sign: int = 1, margin: float = 0.0) -> str:
     """The paper says `sign * effect > margin`. Reproduced when our `sign * effect - margin` exceeds 2 standard
     errors, not reproduced when it falls below -2 standard errors, within noise otherwise.
 
-    A margin states how large an effect must be to count as the paper's (a "collapse" is more than a dip). With a
-    single seed there is no standard error, so nothing is ever decided from one run.
+    A margin states how large an effect must be to count as the paper's (a "collapse" is more than a dip). With
+    fewer than MIN_SEEDS seeds nothing is decided: the standard error itself is too uncertain.
     """
     if sign not in (1, -1):
         raise ValueError(f"sign={sign}: the paper's direction is +1 or -1")
-    if effect.n < 2:
+    if effect.n < MIN_SEEDS:
         return WITHIN_NOISE
     excess = sign * effect.mean - margin
     if excess > 2 * effect.se:
@@ -91,7 +92,7 @@ def matches(effect: Estimate, bound: float) -> str:
     """
     if bound <= 0:
         raise ValueError(f"bound={bound}: the largest difference that still counts as a match must be > 0")
-    if effect.n < 2:
+    if effect.n < MIN_SEEDS:
         return WITHIN_NOISE
     if abs(effect.mean) + 2 * effect.se <= bound:
         return REPRODUCED

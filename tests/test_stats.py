@@ -60,6 +60,7 @@ def test_verdict_margin_and_single_seed():
     assert stats.verdict(stats.Estimate(0.19, 0.01, 3), margin=0.2) == stats.WITHIN_NOISE
     assert stats.verdict(stats.Estimate(0.30, 0.01, 3), margin=0.2) == stats.REPRODUCED
     assert stats.verdict(stats.Estimate(0.50, 0.0, 1)) == stats.WITHIN_NOISE  # one seed proves nothing
+    assert stats.verdict(stats.Estimate(0.50, 0.01, 2)) == stats.WITHIN_NOISE  # nor two (fewer than MIN_SEEDS)
     with pytest.raises(ValueError, match="sign"):
         stats.verdict(stats.Estimate(0.1, 0.01, 3), sign=0)
 

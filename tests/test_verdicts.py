@@ -85,3 +85,17 @@ def test_a_noisy_plateau_is_neither_prosperity_nor_collapse(tmp_path):
                      seed=i) for i in range(3)]
     rise, fall = [s for s in verdicts.staleness_signatures(runs) if s.claim.startswith("b.")]
     assert (rise.verdict, fall.verdict) == (stats.NOT_REPRODUCED, stats.NOT_REPRODUCED)
+
+
+@pytest.mark.parametrize("near, far, expected", [(0.2, 1.0, stats.REPRODUCED), (1.0, 0.2, stats.NOT_REPRODUCED)])
+def test_entropy_signature(tmp_path, near, far, expected):
+    runs = []
+    for seed in range(3):
+        run = make_run(tmp_path, f"g{seed}", [0.3, 0.4], objective="grpo", staleness=16, seed=seed)
+        rows = [json.loads(line) for line in (run.path / "metrics.jsonl").read_text().splitlines()]
+        rows[1]["ratio_bins"] = {"edges": [0.0, 0.02, 0.2, None], "count": [100, 50, 10 + seed],
+                                 "entropy": [near, 0.5, far + seed / 100]}
+        (run.path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        runs.append(run)
+    (signature,) = verdicts.entropy_signature(runs)
+    assert signature.verdict == expected and f"{near:.2f} at |r-1| < 0.02" in signature.observed

@@ -153,6 +153,34 @@ def clip_mask_signatures(runs) -> list[Signature]:
     ]
 
 
+def entropy_by_deviation(run, low: float = 0.02, high: float = 0.2) -> tuple[float, float]:
+    """Mean entropy of response tokens with |r-1| < low and with |r-1| >= high, pooled over a run's updates."""
+    sums = {"near": [0.0, 0.0], "far": [0.0, 0.0]}
+    for row in run.metrics:
+        bins = row.get("ratio_bins")
+        if not bins:
+            continue
+        for lo, count, entropy in zip(bins["edges"], bins["count"], bins["entropy"]):
+            side = "near" if lo is not None and lo < low else "far" if lo is not None and lo >= high else None
+            if side and count and entropy is not None:
+                sums[side][0] += count * entropy
+                sums[side][1] += count
+    return tuple(total / count if count else float("nan") for total, count in sums.values())
+
+
+def entropy_signature(runs) -> list[Signature]:
+    """Chapter 3 (M2PO, signature d): tokens whose ratio moved far from 1 are the high-entropy ones."""
+    top = max((r.config.staleness for r in runs), default=0)
+    grpo_top = cell(runs, "grpo", top)
+    claim = f"d. Token entropy rises with |r-1| (GRPO, s={top})"
+    paper = "about 0.2 near r = 1, about 1.0 at |r-1| = 0.7"
+    if not grpo_top:
+        return [_missing(claim, paper)]
+    near, far = per_seed(grpo_top, lambda r: entropy_by_deviation(r)[0]), per_seed(grpo_top, lambda r: entropy_by_deviation(r)[1])
+    return [Signature(claim, paper, f"mean entropy {near.mean:.2f} at |r-1| < 0.02, {far.mean:.2f} at |r-1| >= 0.2; "
+                      f"difference {far - near}", stats.verdict(far - near, +1))]
+
+
 LOPTI_PAPER = {"ar": "0.39 -> 0.53", "lopti": "0.39 -> 0.54", "ar+lopti": "0.39 -> 0.57"}
 
 
