@@ -22,7 +22,8 @@ CHAPTERS = {
     "01 GRPO from scratch": ("01_grpo", verdicts.grpo_learns),
     "02 staleness (M2PO)": ("02_staleness", lambda runs: verdicts.staleness_signatures(
         [r for r in runs if "tau" not in r.config.objective_params])),
-    "03 clip vs mask (M2PO)": ("02_staleness", lambda runs: verdicts.clip_mask_signatures(
+    "03 clip vs mask (M2PO)": ("02_staleness", lambda runs: (lambda sweep: verdicts.clip_mask_signatures(sweep)
+                                                             + verdicts.entropy_signature(sweep))(
         [r for r in runs if "tau" not in r.config.objective_params])),
     "04 Lopti / Advantage Reweighting": ("04_lopti", verdicts.lopti_signatures),
 }
