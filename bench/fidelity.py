@@ -18,13 +18,16 @@ from learning_gain import save_result  # noqa: E402
 from rlbook.chapters import verdicts  # noqa: E402
 from rlbook.runs import RunStore, reference_root  # noqa: E402
 
+def sweep(runs):
+    """The staleness sweep's runs (the tau sweep shares the experiment)."""
+    return [r for r in runs if "tau" not in r.config.objective_params]
+
+
 CHAPTERS = {
     "01 GRPO from scratch": ("01_grpo", verdicts.grpo_learns),
-    "02 staleness (M2PO)": ("02_staleness", lambda runs: verdicts.staleness_signatures(
-        [r for r in runs if "tau" not in r.config.objective_params])),
-    "03 clip vs mask (M2PO)": ("02_staleness", lambda runs: (lambda sweep: verdicts.clip_mask_signatures(sweep)
-                                                             + verdicts.entropy_signature(sweep))(
-        [r for r in runs if "tau" not in r.config.objective_params])),
+    "02 staleness (M2PO)": ("02_staleness", lambda runs: verdicts.staleness_signatures(sweep(runs))),
+    "03 clip vs mask (M2PO)": ("02_staleness", lambda runs: verdicts.clip_mask_signatures(sweep(runs))
+                               + verdicts.entropy_signature(sweep(runs))),
     "04 Lopti / Advantage Reweighting": ("04_lopti", verdicts.lopti_signatures),
 }
 
