@@ -275,6 +275,8 @@ def _check_checkpoint(name: str, checkpoint: str) -> None:
 
     from .models import CHECKPOINT_FILES
 
+    if "\x00" in checkpoint:
+        raise ValueError(f"{name}={checkpoint!r}: a path cannot hold a NUL character")
     local = Path(checkpoint).expanduser()
     if local.is_dir():
         missing = [what for what, patterns in CHECKPOINT_FILES.items() if not any(any(local.glob(p)) for p in patterns)]

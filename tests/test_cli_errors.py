@@ -40,6 +40,7 @@ def no_model(monkeypatch):
     (["--objective-params", '{"tau": 0.1}'], "objective_params"),
     (["--init", "/no/such/checkpoint"], "init"),
     (["--init", '{"/": null}'], "init"),  # not a directory, and no valid hub id either (found by the fuzz)
+    (["--init", "a\x00b"], "init"),  # found by the fuzz
     (["--objective", "ppo"], "m2po"),  # the choices
     (["--preset", "nano-huge"], "nano-base"),
     (["--staleness", "x"], "--staleness"),
