@@ -10,7 +10,7 @@ from .profiles import resolve_profile
 # fine-tuning at 2e-4 or more learned less or collapsed; 800 updates take about 4 minutes on one core.
 BASE = {
     "smoke": dict(preset="nano-tiny", task_params={"digits": [1, 2]}, prompts_per_step=16, group_size=8,
-                  total_updates=150, eval_every=25, eval_size=200, lr=2e-3,
+                  total_updates=150, eval_every=25, eval_size=200, eval_samples=1, lr=2e-3,
                   warm_start=dict(lr=3e-3, batch_size=64, validation_size=100)),
     "cpu": dict(preset="nano-small", prompts_per_step=16, group_size=8, total_updates=800, eval_every=50,
                 eval_size=500, lr=5e-4, warm_start=dict(validation_size=200)),
