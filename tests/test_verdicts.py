@@ -99,3 +99,8 @@ def test_entropy_signature(tmp_path, near, far, expected):
         runs.append(run)
     (signature,) = verdicts.entropy_signature(runs)
     assert signature.verdict == expected and f"{near:.2f} at |r-1| < 0.02" in signature.observed
+
+
+def test_markdown_escapes_bars_inside_cells():
+    table = verdicts.markdown([verdicts.Signature("d. entropy vs |r-1|", "p", "o", stats.REPRODUCED)])
+    assert table.splitlines()[-1].count(" | ") == 3 and "\\|r-1\\|" in table

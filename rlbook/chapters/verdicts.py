@@ -217,5 +217,6 @@ def lopti_signatures(runs) -> list[Signature]:
 
 def markdown(signatures: list[Signature]) -> str:
     rows = ["| the paper found | the paper reports | we observe | verdict |", "|---|---|---|---|"]
-    rows += [f"| {s.claim} | {s.paper} | {s.observed} | **{s.verdict}** |" for s in signatures]
+    cell = lambda text: text.replace("|", "\\|")  # |r-1| inside a table cell
+    rows += [f"| {cell(s.claim)} | {cell(s.paper)} | {cell(s.observed)} | **{s.verdict}** |" for s in signatures]
     return "\n".join(rows)
