@@ -45,7 +45,9 @@ def init_policy(config: RunConfig, store: RunStore | None = None, progress: bool
     else:
         start = WarmStartConfig(preset=config.preset, task=config.task, task_params=config.task_params,
                                 **config.warm_start)
-        model, tokenizer = load_pretrained(str(warm_start(start, store, progress)))
+        checkpoint = warm_start(start, store, progress)
+        torch.manual_seed(config.seed)  # the same adapter init whether the warm start was cached or trained just now
+        model, tokenizer = load_pretrained(str(checkpoint))
     if config.finetune == "lora":
         model = add_lora(model, config.lora_rank, config.lora_alpha)
     if model.config.hidden_size >= LARGE_HIDDEN:  # a 1.7B model: each layer is recomputed in the backward
