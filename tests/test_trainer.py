@@ -18,7 +18,8 @@ from rlbook.config import RunConfig
 from rlbook.objectives import OBJECTIVES
 from rlbook.replay import run_or_load
 from rlbook.runs import Run, RunStore
-from rlbook.tasks import Score, make_task
+from rlbook.tasks import make_task
+from shaped import ShapedTask
 
 TINY = dict(experiment="t", preset="nano-tiny", init="scratch", prompts_per_step=4, group_size=4, total_updates=4,
             eval_every=2, eval_size=8, checkpoint_every=1, max_new_tokens=6)
@@ -43,23 +44,6 @@ def per_update(rows):
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-
-class ShapedTask:
-    """The real task (problems, prompts) with a dense reward: the share of characters whose code is divisible by 3."""
-
-    def __init__(self, task):
-        self.task, self.name = task, task.name
-
-    def generate(self, n, seed):
-        return self.task.generate(n, seed)
-
-    def trace(self, problem):
-        return self.task.trace(problem)
-
-    def score(self, problem, completion):
-        reward = sum(ord(ch) % 3 == 0 for ch in completion) / 6
-        return Score(reward, reward >= 1 / 3)
 
 
 @pytest.fixture

@@ -17,8 +17,9 @@ from rlbook.config import RunConfig
 from rlbook.pretrain import WarmStartConfig, warm_start
 from rlbook.replay import run_or_load
 from rlbook.runs import RunStore
-from rlbook.tasks import Score, make_task
+from rlbook.tasks import make_task
 from rlbook.versions import TRAINING_VERSION, WARM_START_VERSION
+from shaped import ShapedTask
 
 GOLDEN = Path(__file__).parent / "golden" / "versions.json"
 RUN = dict(experiment="golden", preset="nano-tiny", init="scratch", prompts_per_step=4, group_size=4,
@@ -28,23 +29,6 @@ OBJECTIVES = ("grpo", "m2po")
 KEYS = ("loss", "reward", "m2", "grad_norm", "entropy", "eval_greedy_acc", "eval_sampled_acc")
 WARM = dict(preset="nano-tiny", task_params={"digits": [1, 2]}, batch_size=16, max_steps=6, eval_every=3,
             validation_size=8, target_accuracy=None)
-
-
-class ShapedTask:
-    """The real arithmetic problems with a dense reward (a share of characters), so a random model gets advantages."""
-
-    def __init__(self, task):
-        self.task, self.name = task, task.name
-
-    def generate(self, n, seed):
-        return self.task.generate(n, seed)
-
-    def trace(self, problem):
-        return self.task.trace(problem)
-
-    def score(self, problem, completion):
-        reward = sum(ord(ch) % 3 == 0 for ch in completion) / 6
-        return Score(reward, reward >= 1 / 3)
 
 
 def compute(root: Path) -> dict:

@@ -7,7 +7,7 @@ from rlbook.pretrain import WarmStartConfig, warm_start
 from rlbook.replay import run_or_load
 from rlbook.runs import RunStore
 from rlbook.tasks import make_task
-from test_versions import ShapedTask
+from shaped import ShapedTask
 
 WARM = dict(batch_size=8, max_steps=3, eval_every=3, validation_size=4, target_accuracy=None)
 RUN = dict(experiment="w", preset="nano-tiny", init="warm", task_params={"digits": [1, 2]}, prompts_per_step=4,

@@ -75,6 +75,14 @@ def _missing(claim: str, paper: str) -> Signature:
     return Signature(claim, paper, "no runs of this setting", "no runs")
 
 
+def _better(claim: str, paper: str, better, worse, what: str) -> Signature:
+    """The paper says runs `better` score above runs `worse`: their seed-mean difference and its verdict."""
+    if not (better and worse):
+        return _missing(claim, paper)
+    d = difference(better, worse)
+    return Signature(claim, paper, f"{what}: {d}", stats.verdict(d, +1))
+
+
 def grpo_learns(runs) -> list[Signature]:
     """Chapter 1: GRPO raises a warm-started model's accuracy."""
     claim = "GRPO raises the accuracy of a base model"
@@ -96,12 +104,9 @@ def staleness_signatures(runs) -> list[Signature]:
     grpo0, grpo_top = cell(runs, "grpo", 0), cell(runs, "grpo", top)
     free_top, m2po_top = cell(runs, "no_clip", top), cell(runs, "m2po", top)
     out = []
-    claim, paper = f"a. GRPO gets worse with staleness (s=0 vs s={top})", "8-benchmark average 33.0 (s=0) vs 30.4 (s=256)"
-    if grpo0 and grpo_top:
-        d = difference(grpo0, grpo_top)
-        out.append(Signature(claim, paper, f"greedy score s=0 minus s={top}: {d}", stats.verdict(d, +1)))
-    else:
-        out.append(_missing(claim, paper))
+    out.append(_better(f"a. GRPO gets worse with staleness (s=0 vs s={top})",
+                       "8-benchmark average 33.0 (s=0) vs 30.4 (s=256)", grpo0, grpo_top,
+                       f"greedy score s=0 minus s={top}"))
     claim = f"b. Without a trust region, s={top} first rises (prosperity) ..."
     paper = "rises fast, then collapses"
     if free_top:
@@ -113,12 +118,8 @@ def staleness_signatures(runs) -> list[Signature]:
                              f"(counts above {COLLAPSE_FALL})", stats.verdict(fall, +1, COLLAPSE_FALL)))
     else:
         out.append(_missing(claim, paper))
-    claim, paper = f"e. M2PO at s={top} beats GRPO at s={top}", "36.6 vs 30.4"
-    if m2po_top and grpo_top:
-        d = difference(m2po_top, grpo_top)
-        out.append(Signature(claim, paper, f"score difference: {d}", stats.verdict(d, +1)))
-    else:
-        out.append(_missing(claim, paper))
+    out.append(_better(f"e. M2PO at s={top} beats GRPO at s={top}", "36.6 vs 30.4", m2po_top, grpo_top,
+                       "score difference"))
     claim, paper = f"e. M2PO at s={top} matches on-policy GRPO", "36.6 vs 33.0 (on-policy)"
     if m2po_top and grpo0:
         d = difference(m2po_top, grpo0)
@@ -200,18 +201,11 @@ def lopti_signatures(runs) -> list[Signature]:
     out[0] = Signature("GRPO learns Knights and Knaves", "Qwen2.5-3B: average accuracy 0.39 after GRPO",
                        out[0].observed, out[0].verdict)
     for variant, paper in LOPTI_PAPER.items():
-        claim = f"{variant} beats GRPO"
-        if grpo and by_variant.get(variant):
-            d = difference(by_variant[variant], grpo)
-            out.append(Signature(claim, f"K&K average accuracy {paper}", f"score difference {d}", stats.verdict(d, +1)))
-        else:
-            out.append(_missing(claim, paper))
-    claim, paper = "reversed Lopti (high-probability tokens first) does worse than Lopti", "the reversed order fails"
-    if by_variant.get("lopti") and by_variant.get("lopti_reversed"):
-        d = difference(by_variant["lopti"], by_variant["lopti_reversed"])
-        out.append(Signature(claim, paper, f"score difference {d}", stats.verdict(d, +1)))
-    else:
-        out.append(_missing(claim, paper))
+        out.append(_better(f"{variant} beats GRPO", f"K&K average accuracy {paper}", by_variant.get(variant, []),
+                           grpo, "score difference"))
+    out.append(_better("reversed Lopti (high-probability tokens first) does worse than Lopti",
+                       "the reversed order fails", by_variant.get("lopti", []), by_variant.get("lopti_reversed", []),
+                       "score difference"))
     return out
 
 
