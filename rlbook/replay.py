@@ -45,6 +45,7 @@ def run_or_load(config: RunConfig, store: RunStore | None = None, progress: bool
         return run
     config.check_runnable()
     if run is None:
+        trainer.warm_start_of(config, store, progress)  # before the run's directory: a failed warm start leaves none
         try:
             run = store.create(config)
         except FileExistsError:  # another process created it a moment ago

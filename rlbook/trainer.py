@@ -33,6 +33,16 @@ PROXIMAL_OBJECTIVES = ("tis", "decoupled")  # they need the policy of the step's
 warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*")
 
 
+def warm_start_of(config: RunConfig, store: RunStore | None = None, progress: bool = True):
+    """The warm-started checkpoint a run starts from (trained once and cached), or None if it starts elsewhere."""
+    preset = get_preset(config.preset)
+    if config.init != "warm" or preset.hub_id is not None or config.preset == "qwen3-1.7b-random":
+        return None
+    start = WarmStartConfig(preset=config.preset, task=config.task, task_params=config.task_params,
+                            **config.warm_start)
+    return warm_start(start, store, progress)
+
+
 def init_policy(config: RunConfig, store: RunStore | None = None, progress: bool = True):
     """The starting model: a warm-started nano model, random weights, a checkpoint path, or a real model."""
     preset = get_preset(config.preset)
@@ -43,9 +53,7 @@ def init_policy(config: RunConfig, store: RunStore | None = None, progress: bool
     elif config.init == "scratch" or config.preset == "qwen3-1.7b-random":
         model, tokenizer = build_model(config.preset, seed=config.seed)
     else:
-        start = WarmStartConfig(preset=config.preset, task=config.task, task_params=config.task_params,
-                                **config.warm_start)
-        checkpoint = warm_start(start, store, progress)
+        checkpoint = warm_start_of(config, store, progress)
         torch.manual_seed(config.seed)  # the same adapter init whether the warm start was cached or trained just now
         model, tokenizer = load_pretrained(str(checkpoint))
     if config.finetune == "lora":

@@ -31,3 +31,13 @@ def test_cached_and_fresh_warm_starts_give_the_same_run(tmp_path, monkeypatch):
                cached_store, progress=False)
     cached = run_or_load(config, cached_store, progress=False, references=False)
     assert metrics(fresh) == metrics(cached)
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_a_failed_warm_start_leaves_no_run_directory(tmp_path):
+    unreachable = {**WARM, "max_steps": 2, "eval_every": 1, "target_accuracy": 1.0}
+    config = RunConfig(**{**RUN, "warm_start": unreachable})
+    store = RunStore(tmp_path)
+    with pytest.raises(RuntimeError, match="did not reach accuracy"):
+        run_or_load(config, store, progress=False, references=False)
+    assert store.runs() == [] and not (tmp_path / config.experiment).exists()
