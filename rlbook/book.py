@@ -26,14 +26,32 @@ WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 MATHJAX = "mathjax@3.2.2"  # es5/tex-svg-full.js: one file, glyphs as SVG paths (no web fonts to load from disk)
 
 
+SMOKE_CELL_TIMEOUT = 600  # seconds: a smoke-profile cell that runs longer is a hang, not work (CI must not stall)
+
+
 def execute(notebook: Path, out: Path, profile: str) -> float:
-    """Run one notebook top to bottom into `out` (papermill, parameter PROFILE); returns the seconds it took."""
+    """Run one notebook top to bottom into `out` (papermill, parameter PROFILE); returns the seconds it took.
+
+    The kernel runs without progress bars (TQDM_DISABLE): nobody watches a headless run, the page drops them anyway,
+    and each bar is a stream of widget messages to a client that has no use for them.
+    """
+    import os
+
     import papermill
 
     tic = time.time()
     out.parent.mkdir(parents=True, exist_ok=True)
-    papermill.execute_notebook(str(notebook), str(out), parameters={"PROFILE": profile}, cwd=str(NOTEBOOKS),
-                               kernel_name="python3", progress_bar=False)
+    previous = os.environ.get("TQDM_DISABLE")
+    os.environ["TQDM_DISABLE"] = "1"  # the kernel inherits this environment
+    try:
+        papermill.execute_notebook(str(notebook), str(out), parameters={"PROFILE": profile}, cwd=str(NOTEBOOKS),
+                                   kernel_name="python3", progress_bar=False,
+                                   execution_timeout=SMOKE_CELL_TIMEOUT if profile == "smoke" else None)
+    finally:
+        if previous is None:
+            os.environ.pop("TQDM_DISABLE")
+        else:
+            os.environ["TQDM_DISABLE"] = previous
     return time.time() - tic
 
 

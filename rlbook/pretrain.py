@@ -17,10 +17,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
-from tqdm.auto import tqdm
 
 from .evaluate import accuracy, completion_budget, validation_problems
 from .models import build_model, set_cpu_threads
+from .progress import progress_bar
 from .runs import RunStore, environment, reference_root, write_json
 from .tasks import make_task
 from .versions import WARM_START_VERSION
@@ -123,7 +123,7 @@ def _train(config: WarmStartConfig, path: Path, progress: bool) -> None:
     validation = validation_problems(config.task, config.task_params, config.validation_size)
     budget = completion_budget(task, tokenizer)
     start, rows, tokens = time.time(), [], 0
-    bar = tqdm(range(config.max_steps), desc=f"warm start {config.preset} on {config.task}", disable=not progress)
+    bar = progress_bar(range(config.max_steps), progress, desc=f"warm start {config.preset} on {config.task}")
     for step in bar:
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(config, step)

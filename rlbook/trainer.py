@@ -13,7 +13,6 @@ import warnings
 from collections import deque
 
 import torch
-from tqdm.auto import tqdm
 
 from .advantages import group_advantages, zero_variance_fraction
 from .config import RunConfig
@@ -22,6 +21,7 @@ from .models import LARGE_HIDDEN, add_lora, build_model, get_preset, load_pretra
 from .losspath import accumulate_gradients, loss_and_tokens, loss_path, no_grad_stats
 from .objectives import advantage_reweight, lopti_stages
 from .pretrain import WarmStartConfig, warm_start
+from .progress import progress_bar
 from .rollout import Rollout, rollout
 from .runs import UNTOUCHED, CorruptRunError, Run, RunStore, environment
 from .staleness import queue_depth
@@ -190,8 +190,8 @@ def train(config: RunConfig, run: Run, progress: bool = True) -> None:
 
     if update == 0:  # the base model's accuracy, as row 0
         run.append({"update": 0, **evaluation(0)})
-    bar = tqdm(total=config.total_updates, initial=update, desc=f"{config.name} ({config.objective}, s={config.staleness})",
-               disable=not progress)
+    bar = progress_bar(None, progress, total=config.total_updates, initial=update,
+                       desc=f"{config.name} ({config.objective}, s={config.staleness})")
     for step in range(update // per_batch, total_steps):
         if step + depth < total_steps:  # a batch that would only be trained after the run ends is never sampled
             queue.append(sample_batch(step))

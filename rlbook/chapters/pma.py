@@ -14,13 +14,13 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 import torch
-from tqdm.auto import tqdm
 
 from ..evaluate import accuracy, completion_budget, evaluation_problems
 from ..merging import METHODS, load_checkpoint, merge_state_dicts
 from ..models import load_pretrained, set_cpu_threads
 from ..pretrain import WarmStartConfig, sft_loss, trace_batch, warm_start
 from ..profiles import resolve_profile
+from ..progress import progress_bar
 from ..runs import RunStore, environment, read_rows, write_json
 from ..tasks import make_task
 
@@ -150,7 +150,7 @@ def _cached(path: Path, keys: dict, compute, progress: bool = True, desc: str = 
     """{name: result} for every name in `keys` (name -> settings), computing and storing only the missing ones."""
     store = json.loads(path.read_text()) if path.exists() else {}
     missing = [k for k in keys if k not in store]
-    for name in tqdm(missing, desc=desc, disable=not progress or not missing):
+    for name in progress_bar(missing, progress and bool(missing), desc=desc):
         store[name] = compute(**keys[name])
         store["environment"] = environment()
         write_json(path, store)  # after each result: an interrupted run keeps what it finished
@@ -215,7 +215,7 @@ def _surface(traj: Trajectory, n: int, span: float, grid: int, end: int, progres
     coords = (points - center) @ basis.T
     axis = torch.linspace(-1, 1, grid) * span * coords.abs().max().item()
     losses = [[traj.heldout_loss(_unflat(center + a * basis[0] + b * basis[1], like)) for a in axis]
-              for b in tqdm(axis, desc="loss surface", disable=not progress)]
+              for b in progress_bar(axis, progress, desc="loss surface")]
     others = {k: _flat(load_checkpoint(p)) - center for k, p in (("annealed", traj.final),
                                                                  ("annealed_equal", traj.annealed_equal))}
     return {"axis": axis.tolist(), "loss": losses, "steps": steps, "checkpoints": coords.tolist(),

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from tqdm.auto import tqdm
 
 from ..merging import load_checkpoint, merge_state_dicts
 from ..pretrain import save, sft_loss, trace_batch
+from ..progress import progress_bar
 from .pma import CONTINUE_SEED, Trajectory, _cached, _key, merge_name
 
 
@@ -29,7 +29,7 @@ def continue_training(traj: Trajectory, state_dict, steps: int, lr: float, warmu
     model = traj.set_weights(state_dict).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     rows = []
-    for step in tqdm(range(steps), desc=desc, disable=not progress):
+    for step in progress_bar(range(steps), progress, desc=desc):
         for group in optimizer.param_groups:
             group["lr"] = schedule(step, steps, lr, warmup, ramp_to)
         problems = traj.task.generate(traj.config.batch_size, seed=CONTINUE_SEED + 10**6 * stream + step)
