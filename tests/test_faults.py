@@ -84,7 +84,10 @@ def test_ctrl_c_in_the_command_line_says_where_to_resume(tmp_path):
     """SIGINT to a real `python -m rlbook train`: status 130, one line, and the same command resumes from there."""
     argv = [sys.executable, "-m", "rlbook", *ARGV, "--total-updates", "400", "--runs-dir", str(tmp_path)]
     env = {**os.environ, "RLBOOK_THREADS": "1"}
-    process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # A shell without job control starts background jobs with SIGINT ignored, and Python keeps an ignored SIGINT:
+    # give the child the default disposition, as a terminal would, so Ctrl-C reaches it wherever the tests run.
+    process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     config = RunConfig(**{**SETTINGS, "total_updates": 400})
     metrics = tmp_path / "faults" / f"run-{config.hash()}" / "metrics.jsonl"
     while rows_written(metrics) < 8 and process.poll() is None:
