@@ -27,7 +27,8 @@ CHAPTERS = {
     "01 GRPO from scratch": ("01_grpo", verdicts.grpo_learns),
     "02 staleness (M2PO)": ("02_staleness", lambda runs: verdicts.staleness_signatures(sweep(runs))),
     "03 clip vs mask (M2PO)": ("02_staleness", lambda runs: verdicts.clip_mask_signatures(sweep(runs))
-                               + verdicts.entropy_signature(sweep(runs))),
+                               + verdicts.entropy_signature(sweep(runs))
+                               + verdicts.tau_signatures([r for r in runs if r not in sweep(runs)])),
     "04 Lopti / Advantage Reweighting": ("04_lopti", verdicts.lopti_signatures),
 }
 

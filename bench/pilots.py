@@ -68,6 +68,11 @@ SETS = {
         ("kk full lr1e-4", ch4(finetune="full", lr=1e-4)),
         ("kk lora lr2e-3", ch4(lr=2e-3)),
     ],
+    # Chapter 4, round 2: 200 updates were too few to see anything; 3x longer, cheaper evaluations, higher rates
+    "kk-long": lambda: [
+        ("kk lora lr1e-3 600u", ch4(lr=1e-3, total_updates=600, eval_every=50, eval_samples=1)),
+        ("kk lora lr2e-3 600u", ch4(lr=2e-3, total_updates=600, eval_every=50, eval_samples=1)),
+    ],
     # Chapter 2: how far does the policy drift (M2 of stale data) per update of lag, and does staleness hurt?
     "stale": lambda: [
         ("grpo s0", ch2("grpo", 0)),

@@ -104,3 +104,25 @@ def test_entropy_signature(tmp_path, near, far, expected):
 def test_markdown_escapes_bars_inside_cells():
     table = verdicts.markdown([verdicts.Signature("d. entropy vs |r-1|", "p", "o", stats.REPRODUCED)])
     assert table.splitlines()[-1].count(" | ") == 3 and "\\|r-1\\|" in table
+
+
+def tau_runs(root, scores: dict) -> list:
+    """M2PO runs at staleness 16, three seeds per tau, with the given final scores."""
+    return [run for tau, finals in scores.items()
+            for run in seeds(root, f"tau{tau}", finals, objective="m2po", staleness=16, objective_params={"tau": tau})]
+
+
+@pytest.mark.parametrize("flat, expected", [([0.50, 0.51, 0.49], stats.REPRODUCED),  # 0.08 scores as 0.02 does
+                                            ([0.30, 0.31, 0.29], stats.NOT_REPRODUCED),  # 0.2 below: not flat
+                                            ([0.40, 0.55, 0.60], stats.WITHIN_NOISE)])
+def test_tau_flat_between_002_and_008(tmp_path, flat, expected):
+    table = verdicts.tau_signatures(tau_runs(tmp_path, {0.02: [0.5, 0.505, 0.495], 0.08: flat}))
+    assert table[0].verdict == expected
+    assert [s.verdict for s in table[1:]] == ["no runs"] * 2  # no tau=0.04 runs to compare the extremes with
+
+
+def test_tau_extremes_do_worse(tmp_path):
+    runs = tau_runs(tmp_path, {0.005: [0.3, 0.31, 0.29], 0.04: [0.5, 0.51, 0.49], 0.16: [0.6, 0.61, 0.59]})
+    table = verdicts.tau_signatures(runs)
+    assert table[0].verdict == "no runs"
+    assert [s.verdict for s in table[1:]] == [stats.REPRODUCED, stats.NOT_REPRODUCED]  # 0.16 does better here

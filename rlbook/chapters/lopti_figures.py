@@ -1,13 +1,12 @@
 """Chapter 4 figures and the closing "paper vs. us" table (Lopti / Advantage Reweighting, arXiv 2505.12929)."""
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 
 import matplotlib.pyplot as plt
 
 from ..experiments import LOPTI_VARIANTS
-from .lopti import PAPER, variant_of
+from .lopti import variant_of
 from .style import axis_label, legend_below, title
 
 
@@ -91,53 +90,6 @@ def explorer_figure(runs, alpha: float, eta: float, metric: str = "eval_greedy_a
     if not any((r.config.ar_alpha, r.config.lopti_eta) == (alpha, eta) for r in runs):
         fig.axes[0].set_title(f"{title(metric)}: no stored run with alpha = {alpha}, eta = {eta} (GRPO only)")
     return fig
-
-
-def _final(runs) -> tuple[float, float, int]:
-    """(mean final greedy accuracy over seeds, 2 standard errors of a difference of two such means, seeds)."""
-    finals = [run.series("eval_greedy_acc")[1][-1] for run in runs]
-    p, n = sum(finals) / len(finals), runs[0].config.eval_size * len(finals)
-    return p, 2 * math.sqrt(2 * max(p * (1 - p), 0.01) / n), len(finals)
-
-
-def _verdict(variant: str, diff: float, noise: float) -> str:
-    if variant == "grpo":
-        return "baseline"
-    if abs(diff) <= noise:
-        return "within noise: not resolved"
-    return "as in the paper" if (diff < 0) == (variant == "lopti_reversed") else "opposite to the paper"
-
-
-def paper_vs_observed(runs, people: list[dict], analysis: dict | None = None) -> str:
-    """Markdown table: what arXiv 2505.12929 reports next to what these runs show (lopti_reversed vs lopti)."""
-    groups, by = _by_variant(runs), defaultdict(list)
-    for run, result in zip(runs, people):
-        by[variant_of(run.config)].append(result["by_people"] or {})
-    rows = ["| variant | paper: K&K accuracy (Qwen2.5-3B, 3-7 people) | we observe: final greedy accuracy | "
-            "difference (noise: 2 s.e.) | by people | verdict |", "|---|---|---|---|---|---|"]
-    for variant, group in groups.items():
-        (acc, _, seeds), paper = _final(group), PAPER.get(variant)
-        reference = "lopti" if variant == "lopti_reversed" else "grpo"
-        base, noise, _ = _final(groups[reference]) if reference in groups else (math.nan, math.nan, 0)
-        sizes = sorted({n for r in by[variant] for n in r})
-        cells = ", ".join(f"{n}: {sum(r[n] for r in by[variant]) / len(by[variant]):.2f}" for n in sizes) or "-"
-        claim = ("fails (an ablation, below Lopti)" if paper is None else f"{paper:.2f}" + (
-            "" if variant == "grpo" else f" ({(paper / PAPER['grpo'] - 1) * 100:+.1f}%)"))
-        rows.append(f"| {variant} | {claim} | {acc:.3f} ({seeds} seed{'s' * (seeds > 1)}) | {acc - base:+.3f} vs "
-                    f"{reference} (±{noise:.3f}) | {cells} | {_verdict(variant, acc - base, noise)} |")
-    if analysis:
-        g, u = analysis["gradient"], analysis["update"]
-        dominant = "as in the paper" if g["param_grad_share_low"] > 2 * g["token_share_low"] else "not seen"
-        rows.append(f"| per-token analysis | low-p tokens dominate the gradient | {g['token_share_low']:.1%} of the "
-                    f"tokens carry {g['logit_grad_share_low']:.0%} (logits) / {g['param_grad_share_low']:.0%} "
-                    f"(weights) | - | - | {dominant} |")
-        same = [u[k]["same_as_low_only_high"] for k in ("all tokens", "high-p only")]
-        wrong = [u[k]["wrong_high"] for k in ("all tokens", "high-p only")]
-        seen = ["as in the paper" if ok else "not seen" for ok in (same[0] > same[1] + 0.1, wrong[0] > wrong[1] + 0.05)]
-        rows.append(f"| one step, high-p tokens | moved by the low-p tokens' gradient | as under low-p only: "
-                    f"{same[0]:.0%} (all tokens) vs {same[1]:.0%} (high-p only); against their advantage: "
-                    f"{wrong[0]:.0%} vs {wrong[1]:.0%} | - | - | direction: {seen[0]}; against advantage: {seen[1]} |")
-    return "\n".join(rows)
 
 
 def lopti_replay(runs, metrics=("eval_greedy_acc", "eval_sampled_acc", "reward", "low_prob_frac", "entropy")):

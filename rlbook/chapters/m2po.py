@@ -16,16 +16,6 @@ ORDER = ("grpo", "no_clip", "m2po", "m2po_cap", "gspo", "tis", "decoupled")
 COLORS = {"grpo": "tab:blue", "no_clip": "tab:red", "m2po": "tab:green", "m2po_cap": "olive", "gspo": "tab:purple",
           "tis": "tab:orange", "decoupled": "tab:brown"}
 CLIP_DEVIATION = 0.2  # GRPO's eps: a token is clipped beyond |r - 1| = 0.2 (in the rewarded direction)
-PAPER = {  # arXiv 2510.01161, Qwen3-Base-1.7B (signatures a-f)
-    "a": "GRPO gets worse as staleness grows: 8-benchmark average 33.0 at s=0, 30.4 at s=256",
-    "b": "no trust region at s=256: accuracy first rises fast ('prosperity'), then collapses",
-    "c": "clipped tokens: GRPO s=0 0.07%, GRPO s=256 0.66%; M2PO s=256 masks 0.02%",
-    "d": "token entropy rises with |r-1|: about 0.2 below the clip line to about 1.0 at |r-1| = 0.7",
-    "e": "M2PO at s=256 matches on-policy GRPO: GRPO s=0 33.0, GRPO s=256 30.4, GSPO s=256 30.1, M2PO s=256 36.6",
-    "f": "tau is insensitive between about 0.02 and 0.08; very small or very large values hurt",
-}
-
-
 # ---- pure helpers ----
 
 def tau_of(run) -> float:
@@ -175,84 +165,3 @@ def summary_rows(runs, metric: str = "eval_greedy_acc") -> list[dict]:
                      "mask_pct": 100 * mean(lambda r: mean_of(r, "mask_frac")),
                      "device": ", ".join(sorted({str(r.meta.get("device", "?")) for r in seeds}))})
     return rows
-
-
-def _two_se(first, second, metric) -> float:
-    """Two standard errors of the difference of two mean accuracies (binomial, eval set x seeds per side)."""
-    finals = [final(r, metric) for r in (*first, *second)]
-    p = min(max(float(np.mean(finals)), 1e-3), 1 - 1e-3)
-    n = lambda group: sum(r.config.eval_size for r in group)
-    return 2 * float(np.sqrt(p * (1 - p) * (1 / n(first) + 1 / n(second))))
-
-
-def _verdict(difference: float, noise: float) -> bool | str:
-    """True / False when the difference is beyond two standard errors, else "within noise"."""
-    return "within noise" if abs(difference) <= noise else difference > 0
-
-
-def _observe(k, runs, top, metric):
-    """(we observe, same direction as the paper?) for signature k; top = the largest staleness in runs."""
-    acc = lambda o, s: [final(r, metric) for r in select(runs, o, s)]
-    share = lambda o, s, key: 100 * np.mean([mean_of(r, key) for r in select(runs, o, s)])
-    if k == "a":
-        g0, gs = np.mean(acc("grpo", 0)), np.mean(acc("grpo", top))
-        noise = _two_se(select(runs, "grpo", 0), select(runs, "grpo", top), metric)
-        return f"GRPO final {g0:.3f} at s=0, {gs:.3f} at s={top} (2 s.e. {noise:.3f})", _verdict(g0 - gs, noise)
-    if k == "b":
-        run = select(runs, "no_clip", top)[0]
-        versions, rewards = batch_rewards(run)
-        rewards, (at, best) = smooth(rewards, 3), peak(run, metric)
-        i = int(np.argmax(rewards[1:])) + 1 if len(rewards) > 1 else 0
-        return (f"no_clip s={top} (seed {run.config.seed}): rollout reward {rewards[0]:.2f} (base model) -> peak "
-                f"{rewards[i]:.2f} (policy of update {versions[i]}) -> {rewards[-1]:.2f}; {metric} "
-                f"{run.metrics[0][metric]:.3f} -> best {best:.3f} (update {at}) -> final {final(run, metric):.3f}",
-                rewards[i] > rewards[0] > rewards[-1])
-    if k == "c":
-        g0, gs, m = share("grpo", 0, "clip_frac"), share("grpo", top, "clip_frac"), share("m2po", top, "mask_frac")
-        return f"clipped: GRPO s=0 {g0:.2f}%, GRPO s={top} {gs:.2f}%; M2PO s={top} masks {m:.2f}%", g0 < gs > m
-    if k == "d":
-        _, counts, entropy, edges = pooled_ratio_bins(select(runs, "grpo", top))
-        cut = edges.index(CLIP_DEVIATION)
-        far = (np.nan_to_num(entropy) * counts)[cut:].sum() / max(counts[cut:].sum(), 1)
-        _, removed, kept = np.nanmean([removed_entropy(r) for r in select(runs, "grpo", top)], axis=0)
-        return (f"GRPO s={top}: entropy {entropy[0]:.2f} at |r-1| < {edges[1]:g}, {far:.2f} at |r-1| >= "
-                f"{CLIP_DEVIATION}; clipped tokens {removed:.2f} vs kept {kept:.2f}", far > entropy[0])
-    others = "".join(f", {o.upper()} s={top} {np.mean(acc(o, top)):.3f}" for o in ("grpo", "gspo", "tis")
-                     if acc(o, top))
-    noise = _two_se(select(runs, "grpo", 0), select(runs, "m2po", top), metric)
-    gap = np.mean(acc("m2po", top)) - np.mean(acc("grpo", 0))  # e: "matches" = not worse beyond the noise
-    return (f"GRPO s=0 {np.mean(acc('grpo', 0)):.3f}{others}, M2PO s={top} {np.mean(acc('m2po', top)):.3f} "
-            f"(2 s.e. {noise:.3f})", gap >= -noise)
-
-
-def _observe_tau(tau_runs, metric):
-    by_tau = {t: np.mean([final(r, metric) for r in g]) for t, g in group_runs(tau_runs, key=tau_of).items()}
-    inside, outside = ([v for t, v in by_tau.items() if (0.02 <= t <= 0.08) == flag] for flag in (True, False))
-    return ("final by tau: " + ", ".join(f"{t:g}: {v:.3f}" for t, v in by_tau.items()),
-            bool(inside and outside and min(inside) >= max(outside)))
-
-
-NEEDS = {"a": [("grpo", 0), ("grpo", "max")], "b": [("no_clip", "max")], "d": [("grpo", "max")],
-         "c": [("grpo", 0), ("grpo", "max"), ("m2po", "max")], "e": [("grpo", 0), ("m2po", "max")]}
-
-
-def paper_vs_observed(runs, tau_runs=(), metric: str = "eval_greedy_acc", signatures="abcdef") -> list[list[str]]:
-    """Rows [signature, the paper reports, we observe, same direction?] for M2PO's signatures a-f, computed from the
-    runs of a staleness sweep (a-e; default tau only) and M2PO runs over tau (f); missing runs are said so."""
-    rows = []
-    for k in signatures:
-        if k == "f":
-            seen = _observe_tau(tau_runs, metric) if tau_runs else None
-        else:
-            have = runs and all(select(runs, o, s) for o, s in NEEDS[k])
-            seen = _observe(k, runs, max(r.config.staleness for r in runs), metric) if have else None
-        verdict = lambda v: v if isinstance(v, str) else ("yes" if v else "no")
-        rows.append([k, PAPER[k], *((seen[0], verdict(seen[1])) if seen else ("not in these runs", "-"))])
-    return rows
-
-
-def markdown_table(header, rows) -> str:
-    """A markdown table ("|" escaped inside cells; floats with 3 decimals)."""
-    fmt = lambda v: (f"{v:.3f}" if isinstance(v, float) else str(v)).replace("|", "\\|")
-    lines = [header, ["---"] * len(header), *[[fmt(v) for v in row] for row in rows]]
-    return "\n".join("| " + " | ".join(line) + " |" for line in lines)

@@ -182,6 +182,30 @@ def entropy_signature(runs) -> list[Signature]:
                       f"difference {far - near}", stats.verdict(far - near, +1))]
 
 
+TAU_DEFAULT, TAU_FLAT, TAU_EXTREMES = 0.04, (0.02, 0.08), (0.005, 0.16)
+
+
+def tau_signatures(tau_runs) -> list[Signature]:
+    """Chapter 3 (M2PO, signature f, the paper's Fig. 8): M2PO at the largest staleness hardly depends on tau
+    between 0.02 and 0.08, and a very small or very large tau does worse than the default 0.04."""
+    by_tau = {}
+    for run in tau_runs:
+        by_tau.setdefault(run.config.objective_params.get("tau"), []).append(run)
+    paper = "accuracy insensitive to tau between about 0.02 and 0.08; very small or very large values hurt"
+    lo, hi = TAU_FLAT
+    if not (by_tau.get(lo) and by_tau.get(hi)):
+        out = [_missing(f"f. tau between {lo} and {hi} hardly matters", paper)]
+    else:
+        d = difference(by_tau[lo], by_tau[hi])
+        out = [Signature(f"f. tau between {lo} and {hi} hardly matters", paper,
+                         f"score at tau={lo} minus tau={hi}: {d}; match = inside ±{MATCH_BOUND}",
+                         stats.matches(d, MATCH_BOUND))]
+    for extreme in TAU_EXTREMES:
+        out.append(_better(f"f. tau={extreme} does worse than tau={TAU_DEFAULT}", paper, by_tau.get(TAU_DEFAULT, []),
+                           by_tau.get(extreme, []), f"score at tau={TAU_DEFAULT} minus tau={extreme}"))
+    return out
+
+
 LOPTI_PAPER = {"ar": "0.39 -> 0.53", "lopti": "0.39 -> 0.54", "ar+lopti": "0.39 -> 0.57"}
 
 
