@@ -73,6 +73,13 @@ SETS = {
         ("kk lora lr1e-3 600u", ch4(lr=1e-3, total_updates=600, eval_every=50, eval_samples=1)),
         ("kk lora lr2e-3 600u", ch4(lr=2e-3, total_updates=600, eval_every=50, eval_samples=1)),
     ],
+    # Chapter 4, round 3: the compact puzzles with the world-by-world scratchpad (a decision per person and world)
+    "kk-scratchpad": lambda: [
+        ("kk scratchpad lora lr1e-3", ch4(lr=1e-3, total_updates=300, eval_every=50, eval_samples=1,
+                                          task_params={"num_people": [2, 3], "scratchpad": True})),
+        ("kk scratchpad lora lr2e-3", ch4(lr=2e-3, total_updates=300, eval_every=50, eval_samples=1,
+                                          task_params={"num_people": [2, 3], "scratchpad": True})),
+    ],
     # Chapter 2: how far does the policy drift (M2 of stale data) per update of lag, and does staleness hurt?
     "stale": lambda: [
         ("grpo s0", ch2("grpo", 0)),

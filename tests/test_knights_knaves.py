@@ -131,3 +131,28 @@ def test_answer_parsing_is_robust():
 def test_bad_input(make, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(".", r"\.")):
         make()
+
+
+def test_scratchpad_checks_worlds_until_the_solution():
+    # A: "B is a knight or B is a knave" (always true), B: "A is a knave"
+    puzzle = {"prompt": "A:B|~B B:~A ?", "answer": "A:T B:F", "names": ["A", "B"], "num_people": 2,
+              "statements": [["or", ["knight", 1], ["knave", 1]], ["knave", 0]], "solution": [True, False],
+              "style": "compact"}
+    # TT: A's statement is true and A a knight (1); B's "A is a knave" is false but B a knight (0). TF: both fit.
+    assert KnightsKnavesTask(2, scratchpad=True).trace(puzzle) == "<think>TT:10 TF:11</think><answer>A:T B:F</answer>"
+    assert KnightsKnavesTask(2).trace(puzzle) == "<think></think><answer>A:T B:F</answer>"
+
+
+@pytest.mark.parametrize("people", [2, 3, 4])
+def test_scratchpad_ends_at_the_only_consistent_world(people):
+    task = KnightsKnavesTask(people, scratchpad=True)
+    for puzzle in task.generate(40, seed=people):
+        worlds = [w.split(":") for w in task.trace(puzzle).split("<think>")[1].split("</think>")[0].split()]
+        assert [bits == "1" * people for _, bits in worlds] == [False] * (len(worlds) - 1) + [True]
+        assert [r == "T" for r in worlds[-1][0]] == puzzle["solution"]
+        assert task.score(puzzle, task.trace(puzzle)).correct
+
+
+def test_scratchpad_is_for_the_compact_style():
+    with pytest.raises(ValueError, match="compact"):
+        KnightsKnavesTask(3, "natural", scratchpad=True)

@@ -25,6 +25,11 @@ Two prompt styles:
 
 Completions are <think>...</think><answer>...</answer>. The answer names every person's role:
 "(1) Zoey is a knight\\n(2) Oliver is a knave" (natural) or "A:T B:F" (compact, T = knight).
+With `scratchpad=True` (compact style) the think block checks the possible worlds one by one, all knights first,
+until the consistent one: each world is written as its roles and one bit per person, 1 when what that person
+says is true exactly when they are a knight. "A:~B B:A ?" thinks "TT:01 TF:11" and answers "A:T B:F".
+A small model cannot solve a puzzle in the forward pass of one answer token, but it can learn each bit; the bits
+are the decisions RL can sharpen.
 Reward (Logic-RL): format +1 if the structure is right, else -1; answer +2 if every role is right,
 -1.5 if parsed but wrong, -2 if some person has no role or several. The total lies in -3..3.
 """
@@ -140,6 +145,19 @@ def _answer(names: list[str], roles: list[bool], style: str) -> str:
     return "\n".join(lines)
 
 
+def world_checks(puzzle: Problem) -> str:
+    """The scratchpad: worlds in order (T before F, first person slowest) up to the consistent one, each as its roles
+    and one bit per person: 1 when that person's statement is true exactly when they are a knight."""
+    n, checked = puzzle["num_people"], []
+    for w in range(2**n):
+        roles = [not w >> (n - 1 - i) & 1 for i in range(n)]
+        bits = [_truth(said, [int(r) for r in roles], 1) == int(r) for said, r in zip(puzzle["statements"], roles)]
+        checked.append("".join("TF"[not r] for r in roles) + ":" + "".join(str(int(b)) for b in bits))
+        if all(bits):
+            break
+    return " ".join(checked)
+
+
 def _puzzle(rng: random.Random, n: int, style: str) -> Problem:
     """Draw statements until exactly one assignment is consistent."""
     while True:
@@ -204,7 +222,7 @@ class KnightsKnavesTask:
 
     name = "knights_knaves"
 
-    def __init__(self, num_people: int | tuple[int, int] = (2, 4), style: str = "compact"):
+    def __init__(self, num_people: int | tuple[int, int] = (2, 4), style: str = "compact", scratchpad: bool = False):
         lo, hi = (num_people, num_people) if isinstance(num_people, int) else num_people
         _check_people(lo)
         _check_people(hi)
@@ -212,8 +230,12 @@ class KnightsKnavesTask:
             raise ValueError(f"num_people range must have lo <= hi, got {num_people}")
         if style not in STYLES:
             raise ValueError(f"style must be one of {', '.join(STYLES)}, got {style!r}")
+        if scratchpad and style != "compact":
+            raise ValueError("scratchpad=True is for the compact style (the natural style's think block always "
+                             "checks each statement)")
         self.people = (lo, hi)
         self.style = style
+        self.scratchpad = scratchpad
 
     def generate(self, n: int, seed: int) -> list[Problem]:
         if n < 0:
@@ -223,7 +245,8 @@ class KnightsKnavesTask:
 
     def trace(self, problem: Problem) -> str:
         if problem["style"] == "compact":
-            return f"<think></think><answer>{problem['answer']}</answer>"
+            think = world_checks(problem) if self.scratchpad else ""
+            return f"<think>{think}</think><answer>{problem['answer']}</answer>"
         names, solution = problem["names"], problem["solution"]
         checks = [
             f"{name} is a {ROLES[not knight]}, and '{_render(said, names, 'natural')}' is {str(knight).lower()}."
