@@ -1,5 +1,5 @@
-"""What sharing the prompt across a group would save in the training pass (a measurement for the loss path; the
-trainer does not use it).
+"""What sharing the prompt across a group saves in the training pass (the loss path of RunConfig.prefix_sharing,
+opt-in: not bit-equal).
 
     python bench/prefix_sharing.py [--batches 8] [--store runs]
 
@@ -26,26 +26,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/learning_gain.
 from learning_gain import save_result  # noqa: E402
 from vs_trl import checkpoint_path  # noqa: E402
 
-from rlbook.losspath import token_logprobs  # noqa: E402
+from rlbook.losspath import shared_prompt_logprobs, token_logprobs  # noqa: E402
 from rlbook.models import add_lora, load_pretrained  # noqa: E402
-from rlbook.rollout import positions, rollout  # noqa: E402
+from rlbook.rollout import rollout  # noqa: E402
 from rlbook.tasks import make_task  # noqa: E402
 
 GROUP, PROMPTS, MAX_NEW = 8, 16, 7
 
 
 def shared_prefix_logprobs(model, batch) -> torch.Tensor:
-    """Log-probs [B, C] of the response tokens, the prompt of each group (rows i*G .. i*G+G-1) run once."""
-    prompt_len = batch.prompt_ids.shape[1]
-    ids, mask = batch.prompt_ids[::GROUP], batch.prompt_mask[::GROUP]
-    prompt = model(input_ids=ids, attention_mask=mask, position_ids=positions(mask), use_cache=True)
-    rows = torch.arange(len(ids)).repeat_interleave(GROUP)
-    prompt.past_key_values.reorder_cache(rows)  # index_select: the gradient flows back to the shared prompt
-    full = torch.cat([batch.prompt_mask, batch.response_mask.long()], 1)
-    response = model(input_ids=batch.response_ids, attention_mask=full, position_ids=positions(full)[:, prompt_len:],
-                     past_key_values=prompt.past_key_values)
-    logits = torch.cat([prompt.logits[:, -1:][rows], response.logits[:, :-1]], 1).float()
-    return torch.log_softmax(logits, -1).gather(-1, batch.response_ids[..., None])[..., 0]
+    return shared_prompt_logprobs(model, batch, 1.0)[0]
 
 
 def reference_logprobs(model, batch) -> torch.Tensor:

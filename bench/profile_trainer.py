@@ -1,11 +1,14 @@
-"""Where an update's time goes: generation (sampling + scoring), forward + loss, backward, optimizer (a benchmark).
+"""Where an update's time goes: generation (sampling + behaviour log-probs + scoring), forward + loss, backward,
+optimizer, evaluation (a benchmark).
 
     python bench/profile_trainer.py [--profile cpu] [--updates 30] [--cprofile 25] [--store runs]
 
-Runs the trainer's own pieces (rlbook.rollout.rollout, losspath.loss_and_tokens, backward, clip + AdamW) on chapter
-1's config for `--updates` updates (GRPO, no staleness: one rollout batch per update, as the vs-TRL benchmark) and
-prints wall and CPU seconds per update of each phase, with the machine load; `--cprofile N` also prints the N
-functions with the most cumulative time. Timings are noisy on a shared machine: compare runs of one invocation.
+Runs the trainer's own pieces (rlbook.rollout.rollout, losspath.loss_and_tokens, backward, clip + AdamW, and one
+evaluation as the trainer makes it every eval_every updates: greedy + sampled accuracy) on chapter 1's config for
+`--updates` updates (GRPO, no staleness: one rollout batch per update, as the vs-TRL benchmark) and prints wall and
+CPU seconds per update of each phase (the evaluation's per update of eval_every), with the machine load; `--cprofile
+N` also prints the N functions with the most cumulative time. Timings are noisy on a shared machine: compare runs of
+one invocation, and CPU seconds rather than wall. Writes bench/results/profile_trainer-<device>-<commit>-<time>.json.
 """
 from __future__ import annotations
 
@@ -13,13 +16,15 @@ import argparse
 import cProfile
 import os
 import pstats
+import sys
 import time
 from contextlib import contextmanager
+from pathlib import Path
 
 import torch
 
 from rlbook.advantages import group_advantages
-from rlbook.evaluate import completion_budget
+from rlbook.evaluate import accuracy, completion_budget, evaluation_problems, sampled_eval_seed
 from rlbook.experiments import grpo_from_scratch
 from rlbook.losspath import loss_and_tokens, loss_path
 from rlbook.models import set_cpu_threads
@@ -28,7 +33,7 @@ from rlbook.runs import RunStore
 from rlbook.tasks import make_task
 from rlbook.trainer import init_policy
 
-PHASES = ("generation", "forward+loss", "backward", "optimizer")
+PHASES = ("generation", "forward+loss", "backward", "optimizer", "evaluation")
 
 
 class Clock:
@@ -70,6 +75,11 @@ def profile_updates(config, store: RunStore, updates: int, clock: Clock) -> int:
         with clock.phase("optimizer"):
             torch.nn.utils.clip_grad_norm_(params, config.max_grad_norm)
             optimizer.step()
+    with clock.phase("evaluation"):  # one evaluation, as the trainer makes every eval_every updates
+        eval_set = evaluation_problems(config.task, config.task_params, config.eval_size)
+        accuracy(model, tokenizer, task, eval_set, max_new)
+        accuracy(model, tokenizer, task, eval_set, max_new, config.temperature,
+                 seed=sampled_eval_seed(config.seed, updates), samples=config.eval_samples)
     return tokens
 
 
@@ -91,16 +101,28 @@ def main() -> int:
     tokens = profile_updates(config, store, args.updates, clock)
     if profiler:
         profiler.disable()
-    total = sum(clock.wall.values())
+    per = {name: args.updates if name != "evaluation" else config.eval_every for name in PHASES}
+    wall = {name: clock.wall[name] / per[name] for name in PHASES}
+    cpu = {name: clock.cpu[name] / per[name] for name in PHASES}
+    load_after = os.getloadavg()[0]
     print(f"{args.updates} updates of {config.preset}, {torch.get_num_threads()} thread(s); load average "
-          f"{load[0]:.1f} -> {os.getloadavg()[0]:.1f}")
+          f"{load[0]:.1f} -> {load_after:.1f}; evaluation: one, per update of eval_every={config.eval_every}")
     for name in PHASES:
-        print(f"{name:<13} {clock.wall[name] / args.updates:7.4f} s/update wall  "
-              f"{clock.cpu[name] / args.updates:7.4f} s/update cpu  ({clock.wall[name] / total:5.1%})")
-    print(f"{'total':<13} {total / args.updates:7.4f} s/update wall; {tokens / clock.wall['generation']:.0f} "
-          f"generated tokens/s while generating")
+        print(f"{name:<13} {wall[name]:7.4f} s/update wall  {cpu[name]:7.4f} s/update cpu  "
+              f"({cpu[name] / sum(cpu.values()):5.1%} of cpu)")
+    print(f"{'total':<13} {sum(wall.values()):7.4f} s/update wall  {sum(cpu.values()):7.4f} s/update cpu; "
+          f"{tokens / clock.wall['generation']:.0f} generated tokens/s while generating")
     if profiler:
         pstats.Stats(profiler).sort_stats("cumulative").print_stats(args.cprofile)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/learning_gain.py
+    from learning_gain import save_result
+    from rlbook.runs import environment
+
+    save_result("profile_trainer", environment()["device"].split()[0],
+                {"profile": args.profile, "updates": args.updates, "threads": torch.get_num_threads(),
+                 "cprofile": bool(profiler), "load_before": load[0], "load_after": load_after,
+                 "eval_every": config.eval_every, "wall_s_per_update": wall, "cpu_s_per_update": cpu,
+                 "generated_tokens": tokens})
     return 0
 
 

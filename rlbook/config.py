@@ -61,6 +61,8 @@ FIELD_HELP = {
                         "update is the same, accumulated over micro-batches",
     "rollout_batch_size": "sequences sampled at once in rollouts and evaluation, a multiple of group_size (0: a "
                           "step's prompts_per_step x group_size at once; evaluation 256); bounds the KV cache",
+    "prefix_sharing": "training pass runs each distinct prompt once, its KV cache shared by its group: about half "
+                      "the FLOPs; not bit-equal (rlbook.losspath.PREFIX_SHARING_TOLERANCE)",
     "eval_every": "evaluate greedy and sampled accuracy every this many updates",
     "eval_size": "evaluation problems: the first eval_size of the fixed evaluation set (data/eval)",
     "eval_samples": "samples per problem for the sampled accuracy (greedy accuracy takes one)",
@@ -104,6 +106,7 @@ class RunConfig:
     fused_ratio: str = "auto"
     micro_batch_size: int = 0
     rollout_batch_size: int = 0
+    prefix_sharing: bool = False
     # evaluation and bookkeeping
     eval_every: int = 50
     eval_size: int = 200
@@ -139,6 +142,9 @@ class RunConfig:
         if self.fused_ratio == "chunked" and self.finetune != "lora":
             raise ValueError("fused_ratio='chunked' computes no lm_head gradient, so it needs finetune='lora'; use "
                              "fused_ratio='on' or 'off' with finetune='full'")
+        if self.prefix_sharing and self.fused_ratio in ("on", "chunked"):
+            raise ValueError(f"prefix_sharing=True runs the reference loss path with shared prompts; it cannot be "
+                             f"combined with fused_ratio={self.fused_ratio!r} (use 'auto' or 'off')")
         if self.micro_batch_size < 0:
             raise ValueError(f"micro_batch_size={self.micro_batch_size} must be >= 0 (0: the whole mini-batch in one "
                              "pass)")
@@ -204,7 +210,8 @@ class RunConfig:
     def identity(self) -> dict:
         """What a run's result depends on: every field but the display names, and the versions of the code."""
         values = {k: v for k, v in asdict(self).items() if k not in ("name", "experiment")}
-        for name in ("micro_batch_size", "rollout_batch_size"):  # newer than stored runs: unset, identity unchanged
+        # fields newer than stored runs: unset (their default), they leave the identity unchanged
+        for name in ("micro_batch_size", "rollout_batch_size", "prefix_sharing"):
             if not values[name]:
                 del values[name]
         values["training_version"] = TRAINING_VERSION

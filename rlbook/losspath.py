@@ -1,9 +1,12 @@
 """The trainer's loss path: log-probs of a batch's response tokens under the model, and one update's gradient
 accumulated over micro-batches.
 
-Three paths to the log-probs (`loss_path`, from RunConfig.fused_ratio):
+Four paths to the log-probs (`loss_path`, from RunConfig.fused_ratio and RunConfig.prefix_sharing):
   reference (off; auto on a CPU): the model's logits over the whole sequence [B, P+C, V], sliced, divided by T,
       float32 log-softmax. Kept exactly as it was: the CPU golden results (tests/test_versions.py) come from it.
+  shared (prefix_sharing): the reference path with each distinct prompt run once (a GRPO mini-batch holds every
+      prompt group_size times): its KV cache is copied to its rows and the responses run on top of it. The same
+      log-probs and gradients up to floating-point order (PREFIX_SHARING_TOLERANCE), about half the training FLOPs.
   fused (on; auto on a GPU): the lm_head runs on the hidden states of the response tokens only ([N, H] -> [N, V],
       padding never reaches it), then the Triton op with T inside it and the gradient written into the logits.
   chunked: the same hidden states through `ops.chunked_token_logprobs`: at most CHUNK_TOKENS x V logits exist.
@@ -14,13 +17,19 @@ import torch
 
 from .objectives import policy_loss
 from .ops import chunked_token_logprobs, reference_token_logprobs, token_logprobs as op_token_logprobs
-from .rollout import Rollout, positions
+from .rollout import Rollout, distinct, positions
 
-PATHS = ("reference", "fused", "chunked")
+PATHS = ("reference", "fused", "chunked", "shared")
 CHUNK_TOKENS = 1024  # tokens per chunk of logits: 1024 x 151936 x bf16 = 0.3 GB
+# Largest |logp difference| of the shared path from the reference path, and largest relative difference of a
+# parameter's gradient (measured on nano-small rollouts: 6e-6 and 4e-6, bench/results/prefix_sharing-*.json;
+# tests/test_prefix_sharing.py holds the shared path to these bounds).
+PREFIX_SHARING_TOLERANCE = {"logp": 2e-5, "grad_rel": 2e-5}
 
 
 def loss_path(config, device: torch.device) -> str:
+    if config.prefix_sharing:
+        return "shared"
     if config.fused_ratio == "chunked":
         return "chunked"
     if config.fused_ratio == "on" or (config.fused_ratio == "auto" and device.type == "cuda"):
@@ -49,6 +58,24 @@ def token_logprobs(model, batch: Rollout, temperature: float) -> tuple[torch.Ten
     return logp.view(logits.shape[:2]), entropy.view(logits.shape[:2])
 
 
+def shared_prompt_logprobs(model, batch: Rollout, temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """(logp, entropy) [B, C] as token_logprobs, each distinct prompt run once and its KV cache copied to its rows
+    (the copy is an index_select: the rows' gradients add up in the shared prompt)."""
+    device = next(model.parameters()).device
+    rows, inverse = distinct([tuple(r) for r in batch.prompt_ids.tolist()])
+    prompt_ids, prompt_mask = batch.prompt_ids.to(device), batch.prompt_mask.to(device)
+    ids, mask, inverse = prompt_ids[rows], prompt_mask[rows], inverse.to(device)
+    prompt = model(input_ids=ids, attention_mask=mask, position_ids=positions(mask), use_cache=True)
+    prompt.past_key_values.reorder_cache(inverse)
+    attention = torch.cat([prompt_mask, batch.response_mask.to(device).long()], 1)
+    response = model(input_ids=batch.response_ids.to(device), attention_mask=attention,
+                     position_ids=positions(attention)[:, prompt_ids.shape[1]:],
+                     past_key_values=prompt.past_key_values, use_cache=False)
+    logits = torch.cat([prompt.logits[:, -1:][inverse], response.logits[:, :-1]], 1) / max(temperature, 1e-6)
+    logp, entropy = reference_token_logprobs(logits.flatten(0, 1), batch.response_ids.flatten().to(device))
+    return logp.view(logits.shape[:2]), entropy.view(logits.shape[:2])
+
+
 def response_hidden(model, batch: Rollout) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(hidden [N, H], token ids [N], response mask [B, C] bool): the final hidden states at the positions that
     predict the N response tokens (mask 1 only); the lm_head is not run."""
@@ -64,6 +91,8 @@ def token_stats(model, batch: Rollout, temperature: float, path: str) -> tuple[t
     (fused and chunked paths)."""
     if path == "reference":
         return token_logprobs(model, batch, temperature)
+    if path == "shared":
+        return shared_prompt_logprobs(model, batch, temperature)
     hidden, ids, resp = response_hidden(model, batch)
     head, temperature = model.get_output_embeddings(), max(temperature, 1e-6)
     if path == "chunked":

@@ -44,9 +44,10 @@ def positions(attention_mask: torch.Tensor) -> torch.Tensor:
     return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
 
 
-def distinct(prompts: list[str]) -> tuple[list[int], torch.Tensor]:
-    """(rows of the first occurrence of each distinct prompt, index [B] of every prompt's row among them)."""
-    first: dict[str, int] = {}
+def distinct(prompts: list) -> tuple[list[int], torch.Tensor]:
+    """(rows of the first occurrence of each distinct prompt, index [B] of every prompt's row among them); prompts
+    are strings or tuples of token ids."""
+    first: dict = {}
     for row, prompt in enumerate(prompts):
         first.setdefault(prompt, row)
     index = {prompt: k for k, prompt in enumerate(first)}

@@ -167,7 +167,8 @@ def train(config: RunConfig, run: Run, progress: bool = True) -> None:
         load_state(run, state, model, optimizer, generator)
         update, queue = state["update"], deque(state["queue"])
     run.truncate(update if update else -1)  # rows past the checkpoint (or of a run killed before one) are re-made
-    run.update_meta(complete=False, resumed_at=update or None, fused_ratio=path != "reference", loss_path=path,
+    run.update_meta(complete=False, resumed_at=update or None, fused_ratio=path not in ("reference", "shared"),
+                    loss_path=path,
                     training_version=TRAINING_VERSION,
                     **environment())
 

@@ -1,0 +1,89 @@
+"""The shared-prompt loss path (RunConfig.prefix_sharing) gives the reference path's log-probs, gradients and update
+within PREFIX_SHARING_TOLERANCE (it is not bit-equal: the prompt's gradient is summed in another order), and the
+option leaves the identity of every run without it unchanged."""
+import copy
+
+import pytest
+import torch
+
+from rlbook.config import RunConfig
+from rlbook.losspath import PREFIX_SHARING_TOLERANCE, loss_path, shared_prompt_logprobs, token_logprobs
+from rlbook.models import add_lora, build_model
+from rlbook.rollout import Rollout
+from rlbook.trainer import train_update
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+GROUPS, G, P, C = 4, 4, 6, 7
+
+
+def grouped_batch(vocab: int, shuffle: bool) -> Rollout:
+    """GROUPS prompts (two left-padded) x G responses of mixed lengths; rows shuffled (groups not contiguous) or
+    grouped."""
+    g = torch.Generator().manual_seed(0)
+    prompt_mask = torch.ones(GROUPS, P, dtype=torch.long)
+    prompt_mask[1, :2] = prompt_mask[3, :1] = 0
+    prompt_ids = torch.randint(1, vocab, (GROUPS, P), generator=g) * prompt_mask
+    rows = torch.arange(GROUPS).repeat_interleave(G)
+    if shuffle:
+        rows = rows[torch.randperm(len(rows), generator=g)]
+    lengths = torch.randint(1, C + 1, (len(rows),), generator=g)
+    response_mask = (torch.arange(C)[None] < lengths[:, None]).float()
+    return Rollout(prompt_ids[rows], prompt_mask[rows], torch.randint(1, vocab, (len(rows), C), generator=g),
+                   response_mask, torch.zeros(len(rows), C), torch.rand(len(rows), generator=g),
+                   torch.zeros(len(rows), dtype=torch.bool), [""] * len(rows), [{}] * len(rows), 0)
+
+
+@pytest.fixture(scope="module")
+def policy():
+    model, _ = build_model("nano-small", seed=0)
+    model = add_lora(model)
+    for name, p in model.named_parameters():  # LoRA's B starts at 0: make the adapter non-trivial
+        if "lora_B" in name:
+            torch.nn.init.normal_(p, std=0.05)
+    return model.train()
+
+
+def logp_and_grads(model, logprobs, batch):
+    params = [p for p in model.parameters() if p.requires_grad]
+    for p in params:
+        p.grad = None
+    logp, _ = logprobs(model, batch, 0.7)
+    weights = torch.linspace(-1, 1, logp.numel()).view(logp.shape) * batch.response_mask
+    (logp * weights).sum().backward()
+    return logp.detach(), [p.grad.clone() for p in params]
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_shared_prompts_give_the_reference_logprobs_and_gradients(policy, shuffle):
+    batch = grouped_batch(policy.config.vocab_size, shuffle)
+    ref_logp, ref_grads = logp_and_grads(policy, token_logprobs, batch)
+    logp, grads = logp_and_grads(policy, shared_prompt_logprobs, batch)
+    live = batch.response_mask.bool()
+    assert (logp - ref_logp)[live].abs().max() < PREFIX_SHARING_TOLERANCE["logp"]
+    assert max(((a - b).norm() / a.norm()).item() for a, b in zip(ref_grads, grads)) < PREFIX_SHARING_TOLERANCE["grad_rel"]
+    assert ref_logp[live].std() > 0.1  # the comparison is on log-probs that vary, not constants
+
+
+def test_an_update_through_shared_prompts_is_the_reference_update(policy):
+    batch = grouped_batch(policy.config.vocab_size, shuffle=False)
+    advantages = batch.rewards - batch.rewards.view(GROUPS, G).mean(1).repeat_interleave(G)
+    after = {}
+    for sharing in (False, True):
+        model = copy.deepcopy(policy)
+        config = RunConfig(preset="nano-small", init="scratch", prompts_per_step=GROUPS, group_size=G,
+                           prefix_sharing=sharing)
+        optimizer = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=1.0)
+        row = train_update(model, optimizer, batch, advantages, None, config, loss_path(config, torch.device("cpu")), 1)
+        after[sharing] = row, [p.detach() for p in model.parameters() if p.requires_grad]
+    assert after[True][0]["loss"] == pytest.approx(after[False][0]["loss"], abs=PREFIX_SHARING_TOLERANCE["logp"])
+    moved = [(b - a).norm() / a.norm() for a, b in zip(after[False][1], after[True][1])]
+    assert max(moved) < PREFIX_SHARING_TOLERANCE["grad_rel"]
+
+
+def test_prefix_sharing_is_opt_in_and_leaves_other_runs_identity_alone():
+    config = RunConfig()
+    assert "prefix_sharing" not in config.identity() and loss_path(config, torch.device("cpu")) == "reference"
+    shared = config.replace(prefix_sharing=True)
+    assert shared.hash() != config.hash() and loss_path(shared, torch.device("cpu")) == "shared"
+    with pytest.raises(ValueError, match="prefix_sharing.*fused_ratio='chunked'"):
+        RunConfig(prefix_sharing=True, fused_ratio="chunked")
