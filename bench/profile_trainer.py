@@ -2,10 +2,12 @@
 optimizer, evaluation (a benchmark).
 
     python bench/profile_trainer.py [--profile cpu] [--updates 30] [--cprofile 25] [--store runs]
+                                    [--set prefix_sharing=true merged_sampling=true]
 
 Runs the trainer's own pieces (rlbook.rollout.rollout, losspath.loss_and_tokens, backward, clip + AdamW, and one
 evaluation as the trainer makes it every eval_every updates: greedy + sampled accuracy) on chapter 1's config for
-`--updates` updates (GRPO, no staleness: one rollout batch per update, as the vs-TRL benchmark) and prints wall and
+`--updates` updates (GRPO, no staleness: one rollout batch per update, as the vs-TRL benchmark; `--set` changes
+config fields, e.g. the opt-in speed options, which the pieces honour as the trainer does) and prints wall and
 CPU seconds per update of each phase (the evaluation's per update of eval_every), with the machine load; `--cprofile
 N` also prints the N functions with the most cumulative time. Timings are noisy on a shared machine: compare runs of
 one invocation, and CPU seconds rather than wall. Writes bench/results/profile_trainer-<device>-<commit>-<time>.json.
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import json
 import os
 import pstats
 import sys
@@ -27,6 +30,7 @@ from rlbook.advantages import group_advantages
 from rlbook.evaluate import accuracy, completion_budget, evaluation_problems, sampled_eval_seed
 from rlbook.experiments import grpo_from_scratch
 from rlbook.losspath import loss_and_tokens, loss_path
+from rlbook.merged_decoder import MergedDecoder
 from rlbook.models import set_cpu_threads
 from rlbook.rollout import rollout
 from rlbook.runs import RunStore
@@ -60,10 +64,12 @@ def profile_updates(config, store: RunStore, updates: int, clock: Clock) -> int:
     optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
     generator = torch.Generator().manual_seed(config.seed)
     max_new, path, tokens = completion_budget(task, tokenizer), loss_path(config, torch.device("cpu")), 0
+    sampler = MergedDecoder(model) if config.merged_sampling else None
     for step in range(updates):
         with clock.phase("generation"):
             problems = task.generate(config.prompts_per_step, seed=1_000_000 * (config.seed + 1) + step)
-            batch = rollout(model, tokenizer, task, problems, config.group_size, max_new, config.temperature,
+            policy = sampler.refresh(model) if sampler is not None else model
+            batch = rollout(policy, tokenizer, task, problems, config.group_size, max_new, config.temperature,
                             generator, policy_version=step)
         tokens += int(batch.response_mask.sum())
         advantages = group_advantages(batch.rewards, config.group_size, config.normalize_adv_std)
@@ -90,9 +96,11 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--cprofile", type=int, default=0, help="print the top N functions by cumulative time")
     parser.add_argument("--store", default=None, help="RunStore root holding the warm start (default: runs/)")
+    parser.add_argument("--set", nargs="*", default=[], help="config overrides key=value (JSON values)")
     args = parser.parse_args()
     set_cpu_threads()
-    config, clock = grpo_from_scratch(args.profile, args.seed), Clock()
+    changes = {k: json.loads(v) for k, v in (item.split("=", 1) for item in args.set)}
+    config, clock = grpo_from_scratch(args.profile, args.seed, **changes), Clock()
     store = RunStore(args.store) if args.store else RunStore()
     profiler = cProfile.Profile() if args.cprofile else None
     load = os.getloadavg()
@@ -119,7 +127,7 @@ def main() -> int:
     from rlbook.runs import environment
 
     save_result("profile_trainer", environment()["device"].split()[0],
-                {"profile": args.profile, "updates": args.updates, "threads": torch.get_num_threads(),
+                {"profile": args.profile, "changes": changes, "updates": args.updates, "threads": torch.get_num_threads(),
                  "cprofile": bool(profiler), "load_before": load[0], "load_after": load_after,
                  "eval_every": config.eval_every, "wall_s_per_update": wall, "cpu_s_per_update": cpu,
                  "generated_tokens": tokens})

@@ -1,7 +1,7 @@
 """rlbook's trainer against TRL's GRPOTrainer on the same task, side by side (a benchmark, not a test).
 
     pip install -e ".[bench]"      # TRL, pinned; never needed by `make test`
-    python bench/vs_trl.py [--seeds 0 1 2] [--updates 300] [--systems rlbook trl trl-gc] [--store runs]
+    python bench/vs_trl.py [--seeds 0 1 2] [--updates 300] [--systems rlbook rlbook-fast trl trl-gc] [--store runs]
 
 Both systems start from the same warm-started nano-small checkpoint (chapter 1's cpu profile, trained once into the
 RunStore at --store if it is not there), train LoRA r16 / alpha 32 on the same 7 projections with GRPO on the same
@@ -11,7 +11,9 @@ update per rollout batch. Each (seed, system) runs in its own process, one after
 seed), so peak RSS is its own. Reported per system: s/update (median interval between consecutive updates,
 generation included, evaluations excluded) in wall and in process-CPU seconds (steadier when other processes share
 the cores), generated tokens/s (generated tokens / wall time of the timed updates), peak RSS, and greedy accuracy on the 500 evaluation problems before and after (rlbook.evaluate.accuracy
-for both). `trl` has gradient checkpointing off (its fastest setting here); `trl-gc` is TRL's default (on).
+for both). `rlbook` is the default (bit-exact) trainer; `rlbook-fast` adds the opt-in speed options that change
+rounding (FAST: prefix_sharing, merged_sampling). `trl` has gradient checkpointing off (its fastest setting here);
+`trl-gc` is TRL's default (on).
 Writes bench/results/vs_trl-<device>-<commit>-<time>.json.
 """
 from __future__ import annotations
@@ -29,6 +31,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/learning_gain.py, when run as a script
 
+SYSTEMS = ["rlbook", "rlbook-fast", "trl", "trl-gc"]
+FAST = dict(prefix_sharing=True, merged_sampling=True)  # rlbook-fast: not bit-equal, within stated tolerances
 SETTINGS = dict(profile="cpu", lora_rank=16, lora_alpha=32.0, prompts=16, group=8, lr=5e-4, threads=1)
 UNMATCHED = [
     "random streams: TRL samples with transformers' generate under its own seed (GRPOConfig.seed = run seed); "
@@ -71,13 +75,13 @@ def clock() -> tuple[float, float]:
     return time.perf_counter(), time.process_time()
 
 
-def run_rlbook(seed: int, updates: int, checkpoint: str) -> dict:
+def run_rlbook(seed: int, updates: int, checkpoint: str, changes: dict) -> dict:
     from rlbook.experiments import grpo_from_scratch
     from rlbook.runs import RunStore
     from rlbook.trainer import train
 
     config = grpo_from_scratch(SETTINGS["profile"], seed, init=checkpoint, total_updates=updates,
-                               eval_every=updates, checkpoint_every=updates, experiment="vs_trl")
+                               eval_every=updates, checkpoint_every=updates, experiment="vs_trl", **changes)
     ends = []
     with tempfile.TemporaryDirectory() as root:
         run = RunStore(root).create(config)
@@ -152,7 +156,8 @@ def child(system: str, seed: int, updates: int, checkpoint: str, out: str) -> No
 
     warnings.filterwarnings("ignore", category=FutureWarning)  # transformers' renames, printed by TRL's setup
     torch.set_num_threads(SETTINGS["threads"])
-    result = (run_rlbook(seed, updates, checkpoint) if system == "rlbook"
+    result = (run_rlbook(seed, updates, checkpoint, FAST if system == "rlbook-fast" else {})
+              if system.startswith("rlbook")
               else run_trl(seed, updates, checkpoint, gradient_checkpointing=system == "trl-gc"))
     Path(out).write_text(json.dumps(result))
 
@@ -175,7 +180,7 @@ def mean_se(values: list[float]) -> tuple[float, float]:
 def report(rows: list[dict], systems: list[str]) -> dict:
     """Per-system medians / means over seeds, printed; rlbook's speed ratio to each TRL setting."""
     table = {}
-    print(f"{'system':<8} {'s/update':>9} {'cpu s/upd':>9} {'tokens/s':>9} {'peak RSS':>9} "
+    print(f"{'system':<11} {'s/update':>9} {'cpu s/upd':>9} {'tokens/s':>9} {'peak RSS':>9} "
           f"{'greedy base -> final (mean +- s.e.)':>36}")
     for system in systems:
         mine = [r for r in rows if r["system"] == system]
@@ -187,17 +192,17 @@ def report(rows: list[dict], systems: list[str]) -> dict:
                          "base_greedy": statistics.mean(r["base_greedy"] for r in mine),
                          "final_greedy": final, "final_greedy_se": se}
         t = table[system]
-        print(f"{system:<8} {t['s_per_update']:>9.3f} {t['cpu_s_per_update']:>9.3f} {t['tokens_per_s']:>9.0f} "
+        print(f"{system:<11} {t['s_per_update']:>9.3f} {t['cpu_s_per_update']:>9.3f} {t['tokens_per_s']:>9.0f} "
               f"{t['peak_rss_mib']:>5.0f} MiB {t['base_greedy']:>15.3f} -> {final:.3f} +- {se:.3f}")
-    if "rlbook" in table:
-        for system in systems[1:]:
-            speed = table[system]["s_per_update"] / table["rlbook"]["s_per_update"]
-            cpu = table[system]["cpu_s_per_update"] / table["rlbook"]["cpu_s_per_update"]
-            gap = table["rlbook"]["final_greedy"] - table[system]["final_greedy"]
-            bound = 2 * (table["rlbook"]["final_greedy_se"] ** 2 + table[system]["final_greedy_se"] ** 2) ** 0.5
-            table[f"rlbook_vs_{system}"] = {"speedup": speed, "cpu_speedup": cpu, "accuracy_gap": gap,
+    for mine in (s for s in systems if s.startswith("rlbook")):
+        for system in (s for s in systems if s.startswith("trl")):
+            speed = table[system]["s_per_update"] / table[mine]["s_per_update"]
+            cpu = table[system]["cpu_s_per_update"] / table[mine]["cpu_s_per_update"]
+            gap = table[mine]["final_greedy"] - table[system]["final_greedy"]
+            bound = 2 * (table[mine]["final_greedy_se"] ** 2 + table[system]["final_greedy_se"] ** 2) ** 0.5
+            table[f"{mine}_vs_{system}"] = {"speedup": speed, "cpu_speedup": cpu, "accuracy_gap": gap,
                                             "two_se": bound}
-            print(f"rlbook vs {system}: {speed:.2f}x updates/s ({cpu:.2f}x in CPU time); final accuracy gap "
+            print(f"{mine} vs {system}: {speed:.2f}x updates/s ({cpu:.2f}x in CPU time); final accuracy gap "
                   f"{gap:+.3f} (2 s.e. {bound:.3f})")
     return table
 
@@ -206,9 +211,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--updates", type=int, default=300)
-    parser.add_argument("--systems", nargs="+", default=["rlbook", "trl"], choices=["rlbook", "trl", "trl-gc"])
+    parser.add_argument("--systems", nargs="+", default=["rlbook", "rlbook-fast", "trl"], choices=SYSTEMS)
     parser.add_argument("--store", default=None, help="RunStore root holding (or to hold) the warm start")
-    parser.add_argument("--child", choices=["rlbook", "trl", "trl-gc"], help=argparse.SUPPRESS)
+    parser.add_argument("--child", choices=SYSTEMS, help=argparse.SUPPRESS)
     parser.add_argument("--checkpoint", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -230,7 +235,7 @@ def main() -> int:
     from rlbook.runs import environment
 
     save_result("vs_trl", environment()["device"].split()[0],
-                {"settings": SETTINGS, "unmatched": UNMATCHED, "updates": args.updates, "checkpoint": checkpoint,
+                {"settings": SETTINGS, "rlbook_fast": FAST, "unmatched": UNMATCHED, "updates": args.updates, "checkpoint": checkpoint,
                  "rows": rows, "summary": table})
     return 0
 

@@ -63,6 +63,8 @@ FIELD_HELP = {
                           "step's prompts_per_step x group_size at once; evaluation 256); bounds the KV cache",
     "prefix_sharing": "training pass runs each distinct prompt once, its KV cache shared by its group: about half "
                       "the FLOPs; not bit-equal (rlbook.losspath.PREFIX_SHARING_TOLERANCE)",
+    "merged_sampling": "rollouts sample from a lean copy with the LoRA update merged into the weights (dense Qwen3); "
+                       "not bit-equal (rlbook.merged_decoder.MERGED_TOLERANCE)",
     "eval_every": "evaluate greedy and sampled accuracy every this many updates",
     "eval_size": "evaluation problems: the first eval_size of the fixed evaluation set (data/eval)",
     "eval_samples": "samples per problem for the sampled accuracy (greedy accuracy takes one)",
@@ -107,6 +109,7 @@ class RunConfig:
     micro_batch_size: int = 0
     rollout_batch_size: int = 0
     prefix_sharing: bool = False
+    merged_sampling: bool = False
     # evaluation and bookkeeping
     eval_every: int = 50
     eval_size: int = 200
@@ -145,6 +148,9 @@ class RunConfig:
         if self.prefix_sharing and self.fused_ratio in ("on", "chunked"):
             raise ValueError(f"prefix_sharing=True runs the reference loss path with shared prompts; it cannot be "
                              f"combined with fused_ratio={self.fused_ratio!r} (use 'auto' or 'off')")
+        if self.merged_sampling and PRESETS[self.preset].moe:
+            raise ValueError(f"merged_sampling=True needs a dense model; preset {self.preset!r} is a mixture of "
+                             "experts")
         if self.micro_batch_size < 0:
             raise ValueError(f"micro_batch_size={self.micro_batch_size} must be >= 0 (0: the whole mini-batch in one "
                              "pass)")
@@ -211,7 +217,7 @@ class RunConfig:
         """What a run's result depends on: every field but the display names, and the versions of the code."""
         values = {k: v for k, v in asdict(self).items() if k not in ("name", "experiment")}
         # fields newer than stored runs: unset (their default), they leave the identity unchanged
-        for name in ("micro_batch_size", "rollout_batch_size", "prefix_sharing"):
+        for name in ("micro_batch_size", "rollout_batch_size", "prefix_sharing", "merged_sampling"):
             if not values[name]:
                 del values[name]
         values["training_version"] = TRAINING_VERSION

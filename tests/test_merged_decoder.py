@@ -1,0 +1,103 @@
+"""The merged sampling copy (RunConfig.merged_sampling) computes the model's logits within MERGED_TOLERANCE, samples
+the same tokens with the same random stream, follows the model's weights on refresh, and is opt-in."""
+import math
+
+import pytest
+import torch
+
+import rlbook.trainer
+from rlbook.config import RunConfig
+from rlbook.merged_decoder import MERGED_TOLERANCE, MergedDecoder
+from rlbook.models import add_lora, build_model
+from rlbook.replay import run_or_load
+from rlbook.rollout import positions, sample
+from rlbook.runs import RunStore
+from rlbook.tasks import make_task
+from shaped import ShapedTask
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def policy(preset: str = "nano-small", seed: int = 0, std: float = 0.05):
+    model, tokenizer = build_model(preset, seed=seed)
+    model = add_lora(model)
+    for name, p in model.named_parameters():  # LoRA's B starts at 0: make the adapter non-trivial
+        if "lora_B" in name:
+            torch.nn.init.normal_(p, std=std)
+    return model.eval(), tokenizer
+
+
+def prompts(n: int, group: int, seed: int) -> list[str]:
+    numbers = torch.randint(0, 1000, (n, 2), generator=torch.Generator().manual_seed(seed)).tolist()
+    return [f"{a}+{b}=" for a, b in numbers for _ in range(group)]
+
+
+@torch.no_grad()
+def test_logits_match_the_model_through_prefill_and_decoding():
+    """Teacher-forced: left-padded prompts, then 4 decoding steps with one row's mask gaining 0s (it finished: its
+    logits are never used again, the other rows' must not change)."""
+    model, tokenizer = policy()
+    decoder = MergedDecoder(model)
+    enc = tokenizer(prompts(6, 1, 0), return_tensors="pt", padding=True, add_special_tokens=False)
+    ids, mask = enc["input_ids"], enc["attention_mask"]
+    assert not mask.all()  # the prompts are padded
+    mine, theirs = (m(input_ids=ids, attention_mask=mask, position_ids=positions(mask), use_cache=True)
+                    for m in (decoder, model))
+    assert (mine.logits[:, -1] - theirs.logits[:, -1]).abs().max() < MERGED_TOLERANCE
+    tokens = torch.randint(3, len(tokenizer), (4, len(ids)), generator=torch.Generator().manual_seed(0))
+    for step, token in enumerate(tokens):
+        mask = torch.cat([mask, torch.ones(len(ids), 1, dtype=mask.dtype)], 1)
+        mask[0, -1] = int(step < 2)
+        mine, theirs = (m(input_ids=token[:, None], attention_mask=mask, position_ids=positions(mask)[:, -1:],
+                          past_key_values=out.past_key_values, use_cache=True)
+                        for m, out in ((decoder, mine), (model, theirs)))
+        live = slice(0 if step < 2 else 1, None)
+        difference = (mine.logits[live, -1] - theirs.logits[live, -1]).abs().max()
+        assert difference < MERGED_TOLERANCE and theirs.logits.std() > 0.1
+
+
+def test_sampling_draws_the_models_tokens():
+    model, tokenizer = policy(seed=1)
+    batch = prompts(8, 8, 1)
+    fast = sample(MergedDecoder(model), tokenizer, batch, 12, 1.0, torch.Generator().manual_seed(1))
+    plain = sample(model, tokenizer, batch, 12, 1.0, torch.Generator().manual_seed(1))
+    assert torch.equal(fast[2], plain[2]) and torch.equal(fast[3], plain[3])
+    assert (fast[4] - plain[4]).abs().max() < MERGED_TOLERANCE
+    assert plain[3].sum(1).min() < plain[3].sum(1).max()  # rows finished at different steps
+
+
+@torch.no_grad()
+def test_refresh_follows_the_models_weights():
+    model, tokenizer = policy()
+    decoder = MergedDecoder(model)
+    ids = tokenizer(["12+34="], return_tensors="pt", add_special_tokens=False)["input_ids"].repeat(4, 1)
+    call = dict(input_ids=ids, attention_mask=torch.ones_like(ids), position_ids=positions(torch.ones_like(ids)))
+    before = decoder(**call).logits
+    for name, p in model.named_parameters():
+        if "lora_A" in name:
+            p.mul_(-1.0)
+    assert torch.equal(decoder(**call).logits, before)  # a copy: the model's new weights are not seen yet
+    after = decoder.refresh(model)(**call).logits
+    assert (after - model(**call).logits[:, -1:]).abs().max() < MERGED_TOLERANCE
+    assert (after - before).abs().max() > 100 * MERGED_TOLERANCE
+
+
+def test_merged_sampling_is_opt_in_and_dense_only():
+    config = RunConfig()
+    assert "merged_sampling" not in config.identity() and config.replace(merged_sampling=True).hash() != config.hash()
+    with pytest.raises(ValueError, match="merged_sampling=True needs a dense model"):
+        RunConfig(preset="nano-moe", merged_sampling=True)
+    with pytest.raises(ValueError, match="dense Qwen3"):
+        MergedDecoder(build_model("nano-moe")[0])
+
+
+def test_a_run_with_both_speed_options_trains_as_the_reference_run(tmp_path, monkeypatch):
+    monkeypatch.setattr(rlbook.trainer, "make_task", lambda name, **params: ShapedTask(make_task(name, **params)))
+    base = RunConfig(experiment="t", preset="nano-tiny", init="scratch", prompts_per_step=4, group_size=4,
+                     total_updates=2, eval_every=2, eval_size=8, max_new_tokens=6)
+    runs = [run_or_load(c, RunStore(tmp_path), progress=False, references=False)
+            for c in (base, base.replace(merged_sampling=True, prefix_sharing=True))]
+    assert runs[1].meta["loss_path"] == "shared"
+    reference, fast = runs[0].metrics[1], runs[1].metrics[1]  # the first update: the same sampled batch
+    assert fast["reward"] == reference["reward"] and fast["response_len"] == reference["response_len"]
+    assert math.isclose(fast["loss"], reference["loss"], abs_tol=1e-5)
