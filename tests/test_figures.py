@@ -8,6 +8,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
+from rlbook import stats  # noqa: E402
 from rlbook.chapters import clip_vs_mask, m2po, staleness  # noqa: E402
 from rlbook.config import RunConfig  # noqa: E402
 from rlbook.runs import RunStore  # noqa: E402
@@ -89,8 +90,6 @@ def test_series_helpers(sweep):
     updates, mean, lo, hi = m2po.aggregate(grpo0, "eval_greedy_acc")
     assert updates == [0, 12, 24] and mean[-1] == pytest.approx(0.51) and (lo[-1], hi[-1]) == (0.5, 0.52)
     assert m2po.smooth([1, None, 3, 5], 2) == [1, 1, 3, 4]
-    assert m2po.final(grpo0[0]) == 0.5 and m2po.peak(grpo0[0]) == (24, 0.5)
-    assert m2po.peak(m2po.select(runs, "no_clip")[0]) == (12, 0.45)  # row 0 (the base model) is no peak
     assert m2po.mean_of(grpo0[0], "clip_frac") == pytest.approx(0.01)
     versions, rewards = m2po.batch_rewards(m2po.select(runs, "grpo", 4)[0])
     assert versions == [0, 4, 8, 12, 16] and rewards == pytest.approx([0.2, 0.24, 0.28, 0.32, 0.36])
@@ -117,7 +116,11 @@ def test_accuracy_figures(sweep):
     assert all(len(ax.collections) == len(ax.lines) for ax in fig.axes)  # two seeds: a min-max band each
     fig = staleness.final_vs_staleness(runs)
     assert len(fig.axes[0].containers) == 3  # error bars per objective
-    assert fig.axes[0].containers[0].lines[0].get_ydata().tolist() == pytest.approx([0.51, 0.41])
+    scores = [stats.estimate([stats.score(r) for r in m2po.select(runs, "grpo", s)]).mean for s in (0, 4)]
+    assert fig.axes[0].containers[0].lines[0].get_ydata().tolist() == pytest.approx(scores)
+    table = staleness.score_table(runs).splitlines()
+    assert table[0] == "| objective | s = 0 | s = 4 |" and table[2].startswith(f"| grpo | {scores[0]:.3f} ± ")
+    assert table[3].startswith("| no_clip | - | ")  # no run of this cell
     fig = staleness.prosperity_before_collapse(m2po.select(runs, "no_clip", "max"))
     assert [len(visible_lines(ax)) for ax in fig.axes] == [3, 3]  # two seeds (thin) and their mean per panel
     assert [len(ax.lines) for ax in fig.axes] == [4, 4]  # + the mean's best point, starred
@@ -138,15 +141,10 @@ def test_token_figures(sweep):
     assert len(fig.axes) == 3 and len(fig.axes[2].patches) == 1  # the shaded window
     fig = clip_vs_mask.tau_sweep_figure(taus, references=m2po.select(runs, "grpo", 0))
     assert fig.axes[0].containers[0].lines[0].get_xdata().tolist() == [0.005, 0.04, 0.16]
-    assert fig.axes[0].containers[0].lines[0].get_ydata().tolist() == [0.2, 0.5, 0.1]
+    by_tau = [[r for r in taus if r.config.objective_params["tau"] == t] for t in (0.005, 0.04, 0.16)]
+    scores = [stats.estimate([stats.score(r) for r in cell]).mean for cell in by_tau]  # last-3 means over seeds
+    assert fig.axes[0].containers[0].lines[0].get_ydata().tolist() == pytest.approx(scores)
     assert sorted(fig.axes[0].get_legend_handles_labels()[1]) == ["grpo s=0", "m2po"]  # the sweep, the reference
-
-
-def test_summary_rows_are_computed_from_rows(sweep):
-    runs, _ = sweep
-    summary = {(r["objective"], r["staleness"]): r for r in m2po.summary_rows(runs)}
-    assert summary["m2po", 4]["final"] == pytest.approx(0.56) and summary["m2po", 4]["mask_pct"] == pytest.approx(2)
-    assert summary["no_clip", 4]["peak"] == 0.45 and summary["grpo", 0]["device"] == "cpu (test)"
 
 
 def test_widgets_redraw(sweep):

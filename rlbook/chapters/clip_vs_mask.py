@@ -5,8 +5,9 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from .m2po import (CLIP_DEVIATION, COLORS, band, errorbars, final, finish, group_runs, mean_of, pooled_ratio_bins,
-                   removal_key, removed_entropy, run_label, setting, tau_of)
+from .. import stats
+from .m2po import (CLIP_DEVIATION, COLORS, band, errorbars, finish, group_runs, mean_of, pooled_ratio_bins, removal_key,
+                   removed_entropy, run_label, setting, tau_of)
 from .style import axis_label, title
 
 
@@ -92,11 +93,11 @@ def m2_before_after(runs, window: int = 10):
 
 
 def tau_sweep_figure(runs, metric: str = "eval_greedy_acc", references=()):
-    """Final accuracy and masked share vs M2PO's tau, mean with min-max bars (M2PO Fig. 8); `references` (e.g. GRPO
-    at s=0) are drawn as horizontal lines."""
+    """Score (mean of the last 3 evaluations) and masked share vs M2PO's tau, seed mean with one-standard-error bars
+    (M2PO Fig. 8); `references` (e.g. GRPO at s=0) are drawn as horizontal lines at their seed mean."""
     fig, axes = plt.subplots(1, 2, figsize=(14, 4.8))
     groups = group_runs(runs, key=tau_of)
-    for ax, value in ((axes[0], lambda r: final(r, metric)), (axes[1], lambda r: 100 * mean_of(r, "mask_frac"))):
+    for ax, value in ((axes[0], lambda r: stats.score(r, metric)), (axes[1], lambda r: 100 * mean_of(r, "mask_frac"))):
         if groups:
             errorbars(ax, groups, value, marker="o", color=COLORS["m2po"], label="m2po")
         ax.set(xscale="log", xlabel="tau, M2PO's threshold on M2 (log scale)")
@@ -104,9 +105,10 @@ def tau_sweep_figure(runs, metric: str = "eval_greedy_acc", references=()):
         ax.minorticks_off()
         ax.tick_params(axis="x", rotation=45)
     for seeds, ls in zip(group_runs(references).values(), ("--", ":", "-.") * 3):
-        axes[0].axhline(np.mean([final(r, metric) for r in seeds]), ls=ls, lw=2,
+        axes[0].axhline(np.mean([stats.score(r, metric) for r in seeds]), ls=ls, lw=2,
                         color=COLORS.get(seeds[0].config.objective), label=run_label(seeds[0], seed=False))
-    axes[0].set(title=f"Final {title(metric).lower()}", ylabel=axis_label(metric))
+    axes[0].set(title=f"Final {title(metric).lower()} (bars: 1 standard error over seeds)",
+                ylabel=axis_label(metric) + ", mean of the last 3 evaluations")
     axes[1].set(title="Tokens masked (mean over updates)", ylabel="% of response tokens")
     return finish(fig, axes)
 

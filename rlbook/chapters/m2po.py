@@ -10,6 +10,7 @@ from collections import defaultdict
 
 import numpy as np
 
+from .. import stats
 from .style import legend_below
 
 ORDER = ("grpo", "no_clip", "m2po", "m2po_cap", "gspo", "tis", "decoupled")
@@ -70,22 +71,10 @@ def removal_key(objective: str) -> str:
     return "mask_frac" if objective == "m2po" else "clip_frac"
 
 
-def final(run, key: str = "eval_greedy_acc") -> float:
-    _, values = run.series(key)
-    return values[-1] if values else math.nan
-
-
 def mean_of(run, key: str) -> float:
     """Mean of a per-update metric over the run."""
     _, values = run.series(key)
     return float(np.mean(values)) if values else math.nan
-
-
-def peak(run, key: str = "eval_greedy_acc", first_update: int = 1):
-    """(update, value) of the metric's maximum from `first_update` on (1: after the base model's row 0)."""
-    x, y = run.series(key)
-    i = int(np.argmax([v if u >= first_update else -math.inf for u, v in zip(x, y)]))
-    return x[i], y[i]
 
 
 def batch_rewards(run):
@@ -143,25 +132,6 @@ def band(ax, runs, key, window=1, scale=1.0, **style):
 
 
 def errorbars(ax, groups, value, **style):
-    """Mean of value(run) per group at x = the group's key, with min-max error bars."""
-    stats = [[value(r) for r in seeds] for seeds in groups.values()]
-    means = [float(np.mean(v)) for v in stats]
-    return ax.errorbar(list(groups), means, yerr=[[m - min(v) for m, v in zip(means, stats)],
-                                                  [max(v) - m for m, v in zip(means, stats)]], capsize=3, **style)
-
-
-# ---- tables: "the paper reports / we observe" ----
-
-def summary_rows(runs, metric: str = "eval_greedy_acc") -> list[dict]:
-    """One row per (objective, staleness, tau): seeds, base and final metric (mean and range), best point after
-    the start, clipped and masked share of tokens (mean over updates), where the runs ran."""
-    rows = []
-    for (objective, s, tau), seeds in group_runs(runs, key=setting).items():
-        finals, mean = [final(r, metric) for r in seeds], lambda f: float(np.mean([f(r) for r in seeds]))
-        rows.append({"objective": objective, "staleness": s, "tau": tau, "seeds": len(seeds),
-                     "base": mean(lambda r: r.metrics[0][metric]), "final": float(np.mean(finals)),
-                     "final_min": min(finals), "final_max": max(finals), "peak": mean(lambda r: peak(r, metric)[1]),
-                     "clip_pct": 100 * mean(lambda r: mean_of(r, "clip_frac")),
-                     "mask_pct": 100 * mean(lambda r: mean_of(r, "mask_frac")),
-                     "device": ", ".join(sorted({str(r.meta.get("device", "?")) for r in seeds}))})
-    return rows
+    """Seed mean of value(run) per group at x = the group's key, with one-standard-error bars."""
+    estimates = [stats.estimate([value(r) for r in seeds]) for seeds in groups.values()]
+    return ax.errorbar(list(groups), [e.mean for e in estimates], yerr=[e.se for e in estimates], capsize=3, **style)

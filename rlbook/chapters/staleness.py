@@ -8,8 +8,8 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from .m2po import (COLORS, aggregate, band, batch_rewards, errorbars, final, finish, group_runs, run_label, setting,
-                   smooth)
+from .. import stats
+from .m2po import COLORS, aggregate, band, batch_rewards, finish, group_runs, run_label, setting, smooth
 from .style import axis_label, title
 
 def _staleness_color(s, stalenesses):
@@ -38,22 +38,43 @@ def accuracy_curves(runs, metric: str = "eval_greedy_acc", window: int = 1):
 
 
 def final_vs_staleness(runs, metric: str = "eval_greedy_acc"):
-    """Final accuracy vs staleness per objective, mean with min-max error bars (the summary of Figs. 1-3)."""
+    """Each run's score (mean of its last 3 evaluations) against staleness per objective: the seed mean with one
+    standard error (the summary of Figs. 1-3); objectives are shifted a little sideways so their bars do not hide
+    each other."""
     fig, ax = plt.subplots(figsize=(8, 5))
-    for objective, group in group_runs(runs, key=lambda r: r.config.objective).items():
-        errorbars(ax, group_runs(group, key=lambda r: r.config.staleness), lambda r: final(r, metric), marker="o",
-                  ms=7, color=COLORS.get(objective), label=objective, clip_on=False)
+    objectives = group_runs(runs, key=lambda r: r.config.objective)
+    for k, (objective, group) in enumerate(objectives.items()):
+        cells = group_runs(group, key=lambda r: r.config.staleness)
+        estimates = [stats.estimate([stats.score(r, metric) for r in seeds]) for seeds in cells.values()]
+        shift = 1 + 0.04 * (k - (len(objectives) - 1) / 2)  # a symlog axis: a relative shift looks the same
+        ax.errorbar([s * shift for s in cells], [e.mean for e in estimates], yerr=[e.se for e in estimates],
+                    marker="o", ms=7, capsize=3, color=COLORS.get(objective), label=objective, clip_on=False)
     if runs:
-        ax.axhline(np.mean([r.metrics[0][metric] for r in runs]), color="grey", ls=":", lw=1.5, label="base model")
+        ax.axhline(np.mean([stats.base_score(r, metric) for r in runs]), color="grey", ls=":", lw=1.5,
+                   label="base model")
     ticks = sorted({r.config.staleness for r in runs})
     ax.set_xscale("symlog", linthresh=4)
     if ticks:  # room beyond the first and last staleness, so no marker is cut at the frame
         ax.set_xlim(-1, ticks[-1] * 1.5)
         ax.set_xticks(ticks, [str(t) for t in ticks])
     ax.minorticks_off()
-    ax.set(xlabel="staleness s (model updates between sampling and training)", ylabel=axis_label(metric),
-           title=f"Final {title(metric).lower()} against staleness")
+    ax.set(xlabel="staleness s (model updates between sampling and training)",
+           ylabel=axis_label(metric) + ", mean of the last 3 evaluations",
+           title=f"Final {title(metric).lower()} against staleness (bars: 1 standard error over seeds)")
     return finish(fig, ax, ncols=4)
+
+
+def score_table(runs, metric: str = "eval_greedy_acc") -> str:
+    """Markdown: each setting's score (mean of the last 3 evaluations) as seed mean ± standard error, objectives in
+    rows, staleness in columns."""
+    stalenesses = sorted({r.config.staleness for r in runs})
+    rows = [f"| objective | {' | '.join(f's = {s}' for s in stalenesses)} |", "|---" * (len(stalenesses) + 1) + "|"]
+    for objective, group in group_runs(runs, key=lambda r: r.config.objective).items():
+        cells = group_runs(group, key=lambda r: r.config.staleness)
+        text = [str(stats.estimate([stats.score(r, metric) for r in cells[s]])) if s in cells else "-"
+                for s in stalenesses]
+        rows.append(f"| {objective} | {' | '.join(text)} |")
+    return "\n".join(rows)
 
 
 def prosperity_before_collapse(runs, metric: str = "eval_greedy_acc", window: int = 3):
