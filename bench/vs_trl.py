@@ -12,8 +12,8 @@ seed), so peak RSS is its own. Reported per system: s/update (median interval be
 generation included, evaluations excluded) in wall and in process-CPU seconds (steadier when other processes share
 the cores), generated tokens/s (generated tokens / wall time of the timed updates), peak RSS, and greedy accuracy on the 500 evaluation problems before and after (rlbook.evaluate.accuracy
 for both). `rlbook` is the default (bit-exact) trainer; `rlbook-fast` adds the opt-in speed options that change
-rounding (FAST: prefix_sharing, merged_sampling). `trl` has gradient checkpointing off (its fastest setting here);
-`trl-gc` is TRL's default (on).
+rounding (FAST: prefix_sharing, merged_sampling, skip_zero_advantage). `trl` has gradient checkpointing off (its
+fastest setting here); `trl-gc` is TRL's default (on).
 Writes bench/results/vs_trl-<device>-<commit>-<time>.json.
 """
 from __future__ import annotations
@@ -32,7 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/learning_gain.py, when run as a script
 
 SYSTEMS = ["rlbook", "rlbook-fast", "trl", "trl-gc"]
-FAST = dict(prefix_sharing=True, merged_sampling=True)  # rlbook-fast: not bit-equal, within stated tolerances
+FAST = dict(prefix_sharing=True, merged_sampling=True, skip_zero_advantage=True)  # rlbook-fast: not bit-equal
 SETTINGS = dict(profile="cpu", lora_rank=16, lora_alpha=32.0, prompts=16, group=8, lr=5e-4, threads=1)
 UNMATCHED = [
     "random streams: TRL samples with transformers' generate under its own seed (GRPOConfig.seed = run seed); "

@@ -65,6 +65,8 @@ FIELD_HELP = {
                       "the FLOPs; not bit-equal (rlbook.losspath.PREFIX_SHARING_TOLERANCE)",
     "merged_sampling": "rollouts sample from a lean copy with the LoRA update merged into the weights (dense Qwen3); "
                        "not bit-equal (rlbook.merged_decoder.MERGED_TOLERANCE)",
+    "skip_zero_advantage": "sequences whose every advantage is 0 run without grad in the training pass (no "
+                           "backward); the same gradient in another summation order (not bit-equal)",
     "eval_every": "evaluate greedy and sampled accuracy every this many updates",
     "eval_size": "evaluation problems: the first eval_size of the fixed evaluation set (data/eval)",
     "eval_samples": "samples per problem for the sampled accuracy (greedy accuracy takes one)",
@@ -110,6 +112,7 @@ class RunConfig:
     rollout_batch_size: int = 0
     prefix_sharing: bool = False
     merged_sampling: bool = False
+    skip_zero_advantage: bool = False
     # evaluation and bookkeeping
     eval_every: int = 50
     eval_size: int = 200
@@ -217,7 +220,8 @@ class RunConfig:
         """What a run's result depends on: every field but the display names, and the versions of the code."""
         values = {k: v for k, v in asdict(self).items() if k not in ("name", "experiment")}
         # fields newer than stored runs: unset (their default), they leave the identity unchanged
-        for name in ("micro_batch_size", "rollout_batch_size", "prefix_sharing", "merged_sampling"):
+        for name in ("micro_batch_size", "rollout_batch_size", "prefix_sharing", "merged_sampling",
+                     "skip_zero_advantage"):
             if not values[name]:
                 del values[name]
         values["training_version"] = TRAINING_VERSION

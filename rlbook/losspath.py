@@ -115,9 +115,25 @@ def objective_loss(logp, batch: Rollout, advantages, prox_logp, config):
                        batch.response_mask.to(device), **params)
 
 
+def live_row_stats(model, batch: Rollout, advantages, temperature: float, path: str):
+    """token_stats with the graph only through the sequences with a non-zero advantage; the others (GRPO's
+    zero-variance groups) run without grad. Every objective multiplies each token's term by its advantage, so its
+    gradient there is 0 either way; only the weight gradients' summation order changes (not bit-equal)."""
+    live = advantages.ne(0).any(1).cpu()
+    if live.all() or not live.any() or not torch.is_grad_enabled():
+        return token_stats(model, batch, temperature, path)
+    rows = torch.cat([live.nonzero()[:, 0], (~live).nonzero()[:, 0]])
+    grad = token_stats(model, batch.select(rows[:int(live.sum())]), temperature, path)
+    with torch.no_grad():
+        no_grad = token_stats(model, batch.select(rows[int(live.sum()):]), temperature, path)
+    order = torch.argsort(rows).to(grad[0].device)
+    return tuple(torch.cat([g, n])[order] for g, n in zip(grad, no_grad))
+
+
 def loss_and_tokens(model, batch, advantages, prox_logp, config, path: str):
     """Objective loss (differentiable) plus per-token (logp, entropy, flags), in one pass over the mini-batch."""
-    logp, entropy = token_stats(model, batch, config.temperature, path)
+    logp, entropy = (live_row_stats(model, batch, advantages, config.temperature, path) if config.skip_zero_advantage
+                     else token_stats(model, batch, config.temperature, path))
     loss, flags = objective_loss(logp, batch, advantages, prox_logp, config)
     return loss, logp, entropy, flags
 

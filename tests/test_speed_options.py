@@ -1,13 +1,14 @@
-"""The shared-prompt loss path (RunConfig.prefix_sharing) gives the reference path's log-probs, gradients and update
-within PREFIX_SHARING_TOLERANCE (it is not bit-equal: the prompt's gradient is summed in another order), and the
-option leaves the identity of every run without it unchanged."""
+"""The opt-in training-pass speed options give the reference update within a stated tolerance, and leave the identity
+of every run without them unchanged: the shared-prompt loss path (RunConfig.prefix_sharing, PREFIX_SHARING_TOLERANCE:
+the prompt's gradient is summed in another order) and the no-grad pass over zero-advantage sequences
+(RunConfig.skip_zero_advantage)."""
 import copy
 
 import pytest
 import torch
 
 from rlbook.config import RunConfig
-from rlbook.losspath import PREFIX_SHARING_TOLERANCE, loss_path, shared_prompt_logprobs, token_logprobs
+from rlbook.losspath import PREFIX_SHARING_TOLERANCE, loss_and_tokens, loss_path, shared_prompt_logprobs, token_logprobs
 from rlbook.models import add_lora, build_model
 from rlbook.rollout import Rollout
 from rlbook.trainer import train_update
@@ -87,3 +88,32 @@ def test_prefix_sharing_is_opt_in_and_leaves_other_runs_identity_alone():
     assert shared.hash() != config.hash() and loss_path(shared, torch.device("cpu")) == "shared"
     with pytest.raises(ValueError, match="prefix_sharing.*fused_ratio='chunked'"):
         RunConfig(prefix_sharing=True, fused_ratio="chunked")
+
+
+@pytest.mark.parametrize("objective", ["grpo", "gspo", "m2po"])
+@pytest.mark.parametrize("sharing", [False, True])
+def test_zero_advantage_sequences_without_grad_give_the_same_update(policy, objective, sharing):
+    batch = grouped_batch(policy.config.vocab_size, shuffle=True)
+    group = batch.prompt_ids[:, -1]  # rows of a group share their prompt
+    advantages = (batch.rewards - 0.5) * (group != group[0])  # one group's advantages are all 0
+    advantages = advantages[:, None] * batch.response_mask
+    results = {}
+    for skip in (False, True):
+        model = copy.deepcopy(policy)
+        config = RunConfig(preset="nano-small", init="scratch", prompts_per_step=GROUPS, group_size=G,
+                           objective=objective, prefix_sharing=sharing, skip_zero_advantage=skip)
+        loss, logp, entropy, _ = loss_and_tokens(model, batch, advantages, None, config,
+                                                 loss_path(config, torch.device("cpu")))
+        loss.backward()
+        results[skip] = loss.item(), logp.detach(), entropy, [p.grad for p in model.parameters() if p.requires_grad]
+    (loss, logp, entropy, grads), (ref_loss, ref_logp, ref_entropy, ref_grads) = results[True], results[False]
+    assert loss == pytest.approx(ref_loss, abs=1e-6)
+    assert (logp - ref_logp).abs().max() < 1e-5 and (entropy - ref_entropy).abs().max() < 1e-5  # rows in order
+    assert max(((a - b).norm() / a.norm()).item() for a, b in zip(ref_grads, grads)) < 1e-5
+    assert 0 < (advantages.ne(0).any(1)).sum() < len(batch)
+
+
+def test_skip_zero_advantage_is_opt_in():
+    config = RunConfig()
+    assert "skip_zero_advantage" not in config.identity()
+    assert config.replace(skip_zero_advantage=True).hash() != config.hash()
