@@ -2,7 +2,8 @@
 optimizer, evaluation (a benchmark).
 
     python bench/profile_trainer.py [--profile cpu] [--updates 30] [--cprofile 25] [--store runs]
-                                    [--set prefix_sharing=true merged_sampling=true]
+                                    [--set prefix_sharing=true merged_sampling=true skip_zero_advantage=true]
+                                    [--set sampling_graph=true]
 
 Runs the trainer's own pieces (rlbook.rollout.rollout, losspath.loss_and_tokens, backward, clip + AdamW, and one
 evaluation as the trainer makes it every eval_every updates: greedy + sampled accuracy) on chapter 1's config for
@@ -30,7 +31,7 @@ from rlbook.advantages import group_advantages
 from rlbook.evaluate import accuracy, completion_budget, evaluation_problems, sampled_eval_seed
 from rlbook.experiments import grpo_from_scratch
 from rlbook.losspath import loss_and_tokens, loss_path
-from rlbook.merged_decoder import MergedDecoder
+from rlbook.lean_decoder import LeanDecoder
 from rlbook.models import set_cpu_threads
 from rlbook.rollout import rollout
 from rlbook.runs import RunStore
@@ -64,13 +65,14 @@ def profile_updates(config, store: RunStore, updates: int, clock: Clock) -> int:
     optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
     generator = torch.Generator().manual_seed(config.seed)
     max_new, path, tokens = completion_budget(task, tokenizer), loss_path(config, torch.device("cpu")), 0
-    sampler = MergedDecoder(model) if config.merged_sampling else None
+    lean = config.merged_sampling or config.sampling_graph
+    sampler = LeanDecoder(model, merged=config.merged_sampling) if lean else None
     for step in range(updates):
         with clock.phase("generation"):
             problems = task.generate(config.prompts_per_step, seed=1_000_000 * (config.seed + 1) + step)
             policy = sampler.refresh(model) if sampler is not None else model
             batch = rollout(policy, tokenizer, task, problems, config.group_size, max_new, config.temperature,
-                            generator, policy_version=step)
+                            generator, policy_version=step, graph=config.sampling_graph)
         tokens += int(batch.response_mask.sum())
         advantages = group_advantages(batch.rewards, config.group_size, config.normalize_adv_std)
         with clock.phase("forward+loss"):

@@ -1,7 +1,8 @@
 """rlbook's trainer against TRL's GRPOTrainer on the same task, side by side (a benchmark, not a test).
 
     pip install -e ".[bench]"      # TRL, pinned; never needed by `make test`
-    python bench/vs_trl.py [--seeds 0 1 2] [--updates 300] [--systems rlbook rlbook-fast trl trl-gc] [--store runs]
+    python bench/vs_trl.py [--seeds 0 1 2] [--updates 300] [--systems rlbook rlbook-fast rlbook-graph trl trl-gc]
+                           [--store runs]
 
 Both systems start from the same warm-started nano-small checkpoint (chapter 1's cpu profile, trained once into the
 RunStore at --store if it is not there), train LoRA r16 / alpha 32 on the same 7 projections with GRPO on the same
@@ -11,9 +12,10 @@ update per rollout batch. Each (seed, system) runs in its own process, one after
 seed), so peak RSS is its own. Reported per system: s/update (median interval between consecutive updates,
 generation included, evaluations excluded) in wall and in process-CPU seconds (steadier when other processes share
 the cores), generated tokens/s (generated tokens / wall time of the timed updates), peak RSS, and greedy accuracy on the 500 evaluation problems before and after (rlbook.evaluate.accuracy
-for both). `rlbook` is the default (bit-exact) trainer; `rlbook-fast` adds the opt-in speed options that change
-rounding (FAST: prefix_sharing, merged_sampling, skip_zero_advantage). `trl` has gradient checkpointing off (its
-fastest setting here); `trl-gc` is TRL's default (on).
+for both). `rlbook` is the default (bit-exact) trainer; `rlbook-fast` and `rlbook-graph` add opt-in speed options
+that change rounding (OPTIONS: prefix_sharing + merged_sampling + skip_zero_advantage, which work in every config;
+sampling_graph, on-policy single-update configs only). `trl` has gradient checkpointing off (its fastest setting
+here); `trl-gc` is TRL's default (on).
 Writes bench/results/vs_trl-<device>-<commit>-<time>.json.
 """
 from __future__ import annotations
@@ -31,8 +33,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/learning_gain.py, when run as a script
 
-SYSTEMS = ["rlbook", "rlbook-fast", "trl", "trl-gc"]
-FAST = dict(prefix_sharing=True, merged_sampling=True, skip_zero_advantage=True)  # rlbook-fast: not bit-equal
+SYSTEMS = ["rlbook", "rlbook-fast", "rlbook-graph", "trl", "trl-gc"]
+OPTIONS = {"rlbook": {}, "rlbook-fast": dict(prefix_sharing=True, merged_sampling=True, skip_zero_advantage=True),
+           "rlbook-graph": dict(sampling_graph=True)}  # the opt-in speed options: not bit-equal
 SETTINGS = dict(profile="cpu", lora_rank=16, lora_alpha=32.0, prompts=16, group=8, lr=5e-4, threads=1)
 UNMATCHED = [
     "random streams: TRL samples with transformers' generate under its own seed (GRPOConfig.seed = run seed); "
@@ -156,7 +159,7 @@ def child(system: str, seed: int, updates: int, checkpoint: str, out: str) -> No
 
     warnings.filterwarnings("ignore", category=FutureWarning)  # transformers' renames, printed by TRL's setup
     torch.set_num_threads(SETTINGS["threads"])
-    result = (run_rlbook(seed, updates, checkpoint, FAST if system == "rlbook-fast" else {})
+    result = (run_rlbook(seed, updates, checkpoint, OPTIONS[system])
               if system.startswith("rlbook")
               else run_trl(seed, updates, checkpoint, gradient_checkpointing=system == "trl-gc"))
     Path(out).write_text(json.dumps(result))
@@ -211,7 +214,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--updates", type=int, default=300)
-    parser.add_argument("--systems", nargs="+", default=["rlbook", "rlbook-fast", "trl"], choices=SYSTEMS)
+    parser.add_argument("--systems", nargs="+", default=["rlbook", "rlbook-fast", "rlbook-graph", "trl"],
+                        choices=SYSTEMS)
     parser.add_argument("--store", default=None, help="RunStore root holding (or to hold) the warm start")
     parser.add_argument("--child", choices=SYSTEMS, help=argparse.SUPPRESS)
     parser.add_argument("--checkpoint", help=argparse.SUPPRESS)
@@ -235,7 +239,7 @@ def main() -> int:
     from rlbook.runs import environment
 
     save_result("vs_trl", environment()["device"].split()[0],
-                {"settings": SETTINGS, "rlbook_fast": FAST, "unmatched": UNMATCHED, "updates": args.updates, "checkpoint": checkpoint,
+                {"settings": SETTINGS, "rlbook_options": OPTIONS, "unmatched": UNMATCHED, "updates": args.updates, "checkpoint": checkpoint,
                  "rows": rows, "summary": table})
     return 0
 

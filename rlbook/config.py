@@ -67,6 +67,8 @@ FIELD_HELP = {
                        "not bit-equal (rlbook.merged_decoder.MERGED_TOLERANCE)",
     "skip_zero_advantage": "sequences whose every advantage is 0 run without grad in the training pass (no "
                            "backward); the same gradient in another summation order (not bit-equal)",
+    "sampling_graph": "on-policy updates backpropagate through the sampling pass (rlbook.lean_decoder, LoRA): no "
+                      "training forward; not bit-equal",
     "eval_every": "evaluate greedy and sampled accuracy every this many updates",
     "eval_size": "evaluation problems: the first eval_size of the fixed evaluation set (data/eval)",
     "eval_samples": "samples per problem for the sampled accuracy (greedy accuracy takes one)",
@@ -113,6 +115,7 @@ class RunConfig:
     prefix_sharing: bool = False
     merged_sampling: bool = False
     skip_zero_advantage: bool = False
+    sampling_graph: bool = False
     # evaluation and bookkeeping
     eval_every: int = 50
     eval_size: int = 200
@@ -154,6 +157,8 @@ class RunConfig:
         if self.merged_sampling and PRESETS[self.preset].moe:
             raise ValueError(f"merged_sampling=True needs a dense model; preset {self.preset!r} is a mixture of "
                              "experts")
+        if self.sampling_graph:
+            _check_sampling_graph(self)
         if self.micro_batch_size < 0:
             raise ValueError(f"micro_batch_size={self.micro_batch_size} must be >= 0 (0: the whole mini-batch in one "
                              "pass)")
@@ -221,7 +226,7 @@ class RunConfig:
         values = {k: v for k, v in asdict(self).items() if k not in ("name", "experiment")}
         # fields newer than stored runs: unset (their default), they leave the identity unchanged
         for name in ("micro_batch_size", "rollout_batch_size", "prefix_sharing", "merged_sampling",
-                     "skip_zero_advantage"):
+                     "skip_zero_advantage", "sampling_graph"):
             if not values[name]:
                 del values[name]
         values["training_version"] = TRAINING_VERSION
@@ -232,6 +237,21 @@ class RunConfig:
     def hash(self) -> str:
         """Identity of a run as 10 hex digits (renaming a run does not retrain it; new code does)."""
         return hashlib.sha256(json.dumps(self.identity(), sort_keys=True).encode()).hexdigest()[:10]
+
+
+def _check_sampling_graph(config: "RunConfig") -> None:
+    """The sampling pass's graph is the update's only when each batch makes one update, right after it is sampled,
+    with the whole batch at once, through LoRA on a dense model."""
+    from .models import PRESETS
+
+    needed = {"staleness": 0, "updates_per_step": 1, "epochs": 1, "micro_batch_size": 0, "rollout_batch_size": 0,
+              "lopti_eta": 0.0, "finetune": "lora", "prefix_sharing": False, "skip_zero_advantage": False,
+              "merged_sampling": False}
+    wrong = {k: getattr(config, k) for k, v in needed.items() if getattr(config, k) != v}
+    if wrong or PRESETS[config.preset].moe or config.objective in ("tis", "decoupled"):
+        raise ValueError(f"sampling_graph=True backpropagates through the sampling pass, so it needs {needed}, a "
+                         f"dense preset and an objective without a proximal policy (not tis/decoupled); got {wrong}, "
+                         f"preset={config.preset!r}, objective={config.objective!r}")
 
 
 def _choose(name, value, valid):

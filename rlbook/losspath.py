@@ -132,8 +132,12 @@ def live_row_stats(model, batch: Rollout, advantages, temperature: float, path: 
 
 def loss_and_tokens(model, batch, advantages, prox_logp, config, path: str):
     """Objective loss (differentiable) plus per-token (logp, entropy, flags), in one pass over the mini-batch."""
-    logp, entropy = (live_row_stats(model, batch, advantages, config.temperature, path) if config.skip_zero_advantage
-                     else token_stats(model, batch, config.temperature, path))
+    if batch.logp_graph is not None:  # sampled with its graph (RunConfig.sampling_graph): no training forward
+        logp, entropy = batch.logp_graph.to(advantages.device), batch.entropy.to(advantages.device)
+    elif config.skip_zero_advantage:
+        logp, entropy = live_row_stats(model, batch, advantages, config.temperature, path)
+    else:
+        logp, entropy = token_stats(model, batch, config.temperature, path)
     loss, flags = objective_loss(logp, batch, advantages, prox_logp, config)
     return loss, logp, entropy, flags
 

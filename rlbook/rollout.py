@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .ops.rows import entropy_terms
 from .tasks.base import Problem
 
 # Matrix products of fewer rows take another kernel on the CPU (torch 2.13: M < 4), whose rounding differs: the
@@ -28,6 +29,9 @@ class Rollout:
     completions: list[str]
     problems: list[Problem]
     policy_version: int  # number of model updates the sampling policy had received
+    # sampled with graph=True: the log-probs [B, C] with the graph of the sampling pass, and the entropies [B, C]
+    logp_graph: torch.Tensor | None = None
+    entropy: torch.Tensor | None = None
 
     def __len__(self) -> int:
         return self.response_ids.shape[0]
@@ -36,7 +40,8 @@ class Rollout:
         index = torch.arange(len(self))[rows].tolist()
         return Rollout(self.prompt_ids[index], self.prompt_mask[index], self.response_ids[index],
                        self.response_mask[index], self.behavior_logp[index], self.rewards[index], self.correct[index],
-                       [self.completions[i] for i in index], [self.problems[i] for i in index], self.policy_version)
+                       [self.completions[i] for i in index], [self.problems[i] for i in index], self.policy_version,
+                       *(None if t is None else t[index] for t in (self.logp_graph, self.entropy)))
 
 
 def positions(attention_mask: torch.Tensor) -> torch.Tensor:
@@ -84,49 +89,57 @@ def step_mask(rows: torch.Tensor, attention: torch.Tensor) -> torch.Tensor:
     return rows[:, None, None, :].bool()
 
 
-@torch.no_grad()
 def sample(model, tokenizer, prompts: list[str], max_new_tokens: int, temperature: float = 1.0,
-           generator: torch.Generator | None = None):
+           generator: torch.Generator | None = None, graph: bool = False):
     """Sample one completion per prompt (greedy when temperature == 0). Returns ids, mask, logp, prompt ids/mask.
 
     On the CPU only the rows still running go through the model (the KV cache drops finished rows, down to
     MIN_ROWS); the sampling step still sees all B rows (finished rows get uniform logits, their draw is discarded),
-    so the random stream, and with it every sampled token, is the same as when every row runs to the end."""
-    device = next(model.parameters()).device
-    rows, inverse = distinct(prompts)
-    enc = tokenizer([prompts[r] for r in rows], return_tensors="pt", padding=True, add_special_tokens=False)
-    ids, mask, inverse = enc["input_ids"].to(device), enc["attention_mask"].to(device), inverse.to(device)
-    prompt_ids, prompt_mask = ids[inverse], mask[inverse]
-    attention, finished = prompt_mask, torch.zeros(len(prompts), dtype=torch.bool, device=device)
-    running, floor = torch.arange(len(prompts), device=device), MIN_ROWS if device.type == "cpu" else len(prompts)
-    last, cache = prefill(model, ids, mask, inverse)
-    tokens, logps, masks = [], [], []
-    for _ in range(max_new_tokens):
-        logits = last.float().new_zeros(len(prompts), last.shape[-1]).index_copy_(0, running, last.float())
-        if temperature == 0:
-            token = logits.argmax(-1)
-            logp = torch.log_softmax(logits, -1).gather(-1, token[:, None])[:, 0]
-        else:
-            logprobs = torch.log_softmax(logits / temperature, -1)
-            token = torch.multinomial(logprobs.exp(), 1, generator=generator)[:, 0]
-            logp = logprobs.gather(-1, token[:, None])[:, 0]
-        live = ~finished
-        tokens.append(torch.where(live, token, tokenizer.pad_token_id))
-        logps.append(torch.where(live, logp, 0.0))
-        masks.append(live)
-        finished = finished | (token == tokenizer.eos_token_id)
-        if finished.all():
-            break
-        attention = torch.cat([attention, live[:, None].long()], dim=1)
-        keep = still_running(finished[running], floor)
-        if len(keep) < len(running):
-            cache.batch_select_indices(keep)
-            running = running[keep]
-        rows = attention[running]
-        out = model(input_ids=tokens[-1][running, None], attention_mask=step_mask(rows, attention),
-                    position_ids=positions(rows)[:, -1:], past_key_values=cache, use_cache=True)
-        last, cache = out.logits[:, -1], out.past_key_values
-    return prompt_ids, prompt_mask, torch.stack(tokens, 1), torch.stack(masks, 1).float(), torch.stack(logps, 1)
+    so the random stream, and with it every sampled token, is the same as when every row runs to the end.
+
+    graph=True samples under grad mode: logp carries the graph to the model's trainable parameters (the on-policy
+    update backpropagates through it, RunConfig.sampling_graph), and a sixth value holds each token's entropy [B, C]
+    of the sampling distribution."""
+    with torch.set_grad_enabled(graph):
+        device = next(model.parameters()).device
+        rows, inverse = distinct(prompts)
+        enc = tokenizer([prompts[r] for r in rows], return_tensors="pt", padding=True, add_special_tokens=False)
+        ids, mask, inverse = enc["input_ids"].to(device), enc["attention_mask"].to(device), inverse.to(device)
+        prompt_ids, prompt_mask = ids[inverse], mask[inverse]
+        attention, finished = prompt_mask, torch.zeros(len(prompts), dtype=torch.bool, device=device)
+        running, floor = torch.arange(len(prompts), device=device), MIN_ROWS if device.type == "cpu" else len(prompts)
+        last, cache = prefill(model, ids, mask, inverse)
+        tokens, logps, masks, entropies = [], [], [], []
+        for _ in range(max_new_tokens):
+            logits = last.float().new_zeros(len(prompts), last.shape[-1]).index_copy_(0, running, last.float())
+            if temperature == 0:
+                token = logits.argmax(-1)
+                logprobs = torch.log_softmax(logits, -1)
+                logp = logprobs.gather(-1, token[:, None])[:, 0]
+            else:
+                logprobs = torch.log_softmax(logits / temperature, -1)
+                token = torch.multinomial(logprobs.exp(), 1, generator=generator)[:, 0]
+                logp = logprobs.gather(-1, token[:, None])[:, 0]
+            live = ~finished
+            tokens.append(torch.where(live, token, tokenizer.pad_token_id))
+            logps.append(torch.where(live, logp, 0.0))
+            masks.append(live)
+            if graph:
+                entropies.append(torch.where(live, entropy_terms(logprobs.detach()), 0.0))
+            finished = finished | (token == tokenizer.eos_token_id)
+            if finished.all():
+                break
+            attention = torch.cat([attention, live[:, None].long()], dim=1)
+            keep = still_running(finished[running], floor)
+            if len(keep) < len(running):
+                cache.batch_select_indices(keep)
+                running = running[keep]
+            rows = attention[running]
+            out = model(input_ids=tokens[-1][running, None], attention_mask=step_mask(rows, attention),
+                        position_ids=positions(rows)[:, -1:], past_key_values=cache, use_cache=True)
+            last, cache = out.logits[:, -1], out.past_key_values
+        out = prompt_ids, prompt_mask, torch.stack(tokens, 1), torch.stack(masks, 1).float(), torch.stack(logps, 1)
+        return (*out, torch.stack(entropies, 1)) if graph else out
 
 
 def decode(tokenizer, response_ids: torch.Tensor, response_mask: torch.Tensor) -> list[str]:
@@ -139,17 +152,18 @@ def decode(tokenizer, response_ids: torch.Tensor, response_mask: torch.Tensor) -
 
 
 def rollout(model, tokenizer, task, problems: list[Problem], group_size: int, max_new_tokens: int,
-            temperature: float, generator: torch.Generator, policy_version: int) -> Rollout:
-    """G completions for each problem (rows grouped: problem i owns rows i*G .. i*G+G-1), scored by the task."""
+            temperature: float, generator: torch.Generator, policy_version: int, graph: bool = False) -> Rollout:
+    """G completions for each problem (rows grouped: problem i owns rows i*G .. i*G+G-1), scored by the task; with
+    graph=True the batch keeps the sampling pass's graph (`sample`)."""
     repeated = [p for p in problems for _ in range(group_size)]
     was_training = model.training
     model.eval()
-    prompt_ids, prompt_mask, ids, mask, logp = sample(model, tokenizer, [p["prompt"] for p in repeated],
-                                                      max_new_tokens, temperature, generator)
+    prompt_ids, prompt_mask, ids, mask, logp, *entropy = sample(model, tokenizer, [p["prompt"] for p in repeated],
+                                                                max_new_tokens, temperature, generator, graph)
     model.train(was_training)
     completions = decode(tokenizer, ids, mask)
     scores = [task.score(p, c) for p, c in zip(repeated, completions)]
     rewards = torch.tensor([s.reward for s in scores], dtype=torch.float32)
     correct = torch.tensor([s.correct for s in scores])
-    return Rollout(prompt_ids.cpu(), prompt_mask.cpu(), ids.cpu(), mask.cpu(), logp.cpu(), rewards, correct,
-                   completions, repeated, policy_version)
+    return Rollout(prompt_ids.cpu(), prompt_mask.cpu(), ids.cpu(), mask.cpu(), logp.detach().cpu(), rewards, correct,
+                   completions, repeated, policy_version, logp if graph else None, entropy[0] if graph else None)

@@ -18,7 +18,7 @@ from .advantages import group_advantages, zero_variance_fraction
 from .config import RunConfig
 from .evaluate import accuracy, completion_budget, evaluation_problems, sampled_eval_seed
 from .models import LARGE_HIDDEN, add_lora, build_model, get_preset, load_pretrained, set_cpu_threads
-from .merged_decoder import MergedDecoder
+from .lean_decoder import LeanDecoder
 from .losspath import accumulate_gradients, loss_and_tokens, loss_path, no_grad_stats
 from .objectives import advantage_reweight, lopti_stages
 from .pretrain import WarmStartConfig, warm_start
@@ -173,14 +173,16 @@ def train(config: RunConfig, run: Run, progress: bool = True) -> None:
                     training_version=TRAINING_VERSION,
                     **environment())
 
-    sampler = MergedDecoder(model) if config.merged_sampling else None
+    lean = config.merged_sampling or config.sampling_graph
+    sampler = LeanDecoder(model, merged=config.merged_sampling) if lean else None
 
     def sample_batch(step: int) -> Rollout:
         problems = task.generate(config.prompts_per_step, seed=1_000_000 * (config.seed + 1) + step)
         per_call = config.rollout_batch_size // config.group_size or len(problems)  # prompts sampled at once
-        policy = sampler.refresh(model) if sampler is not None else model  # the current weights, merged
+        policy = sampler.refresh(model) if sampler is not None else model  # the current weights
         return join_rollouts([rollout(policy, tokenizer, task, problems[i:i + per_call], config.group_size, max_new,
-                                      config.temperature, generator, policy_version=update)
+                                      config.temperature, generator, policy_version=update,
+                                      graph=config.sampling_graph)
                               for i in range(0, len(problems), per_call)], tokenizer.pad_token_id)
 
     while len(queue) < depth and update == 0:  # the first s updates train on rollouts of the base model

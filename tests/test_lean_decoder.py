@@ -1,5 +1,7 @@
-"""The merged sampling copy (RunConfig.merged_sampling) computes the model's logits within MERGED_TOLERANCE, samples
-the same tokens with the same random stream, follows the model's weights on refresh, and is opt-in."""
+"""The lean sampling copy computes the model's logits within MERGED_TOLERANCE, with merged projections
+(RunConfig.merged_sampling) or LoRA ones; it samples the same tokens with the same random stream and follows the
+model's weights on refresh. Sampled with its graph (RunConfig.sampling_graph), the log-probs and their gradients are
+the training pass's within the same tolerances; both options are opt-in."""
 import math
 
 import pytest
@@ -7,10 +9,11 @@ import torch
 
 import rlbook.trainer
 from rlbook.config import RunConfig
-from rlbook.merged_decoder import MERGED_TOLERANCE, MergedDecoder
+from rlbook.lean_decoder import MERGED_TOLERANCE, LeanDecoder
+from rlbook.losspath import PREFIX_SHARING_TOLERANCE, token_logprobs
 from rlbook.models import add_lora, build_model
 from rlbook.replay import run_or_load
-from rlbook.rollout import positions, sample
+from rlbook.rollout import positions, rollout, sample
 from rlbook.runs import RunStore
 from rlbook.tasks import make_task
 from shaped import ShapedTask
@@ -32,12 +35,13 @@ def prompts(n: int, group: int, seed: int) -> list[str]:
     return [f"{a}+{b}=" for a, b in numbers for _ in range(group)]
 
 
+@pytest.mark.parametrize("merged", [True, False])
 @torch.no_grad()
-def test_logits_match_the_model_through_prefill_and_decoding():
+def test_logits_match_the_model_through_prefill_and_decoding(merged):
     """Teacher-forced: left-padded prompts, then 4 decoding steps with one row's mask gaining 0s (it finished: its
     logits are never used again, the other rows' must not change)."""
     model, tokenizer = policy()
-    decoder = MergedDecoder(model)
+    decoder = LeanDecoder(model, merged)
     enc = tokenizer(prompts(6, 1, 0), return_tensors="pt", padding=True, add_special_tokens=False)
     ids, mask = enc["input_ids"], enc["attention_mask"]
     assert not mask.all()  # the prompts are padded
@@ -56,10 +60,11 @@ def test_logits_match_the_model_through_prefill_and_decoding():
         assert difference < MERGED_TOLERANCE and theirs.logits.std() > 0.1
 
 
-def test_sampling_draws_the_models_tokens():
+@pytest.mark.parametrize("merged", [True, False])
+def test_sampling_draws_the_models_tokens(merged):
     model, tokenizer = policy(seed=1)
     batch = prompts(8, 8, 1)
-    fast = sample(MergedDecoder(model), tokenizer, batch, 12, 1.0, torch.Generator().manual_seed(1))
+    fast = sample(LeanDecoder(model, merged), tokenizer, batch, 12, 1.0, torch.Generator().manual_seed(1))
     plain = sample(model, tokenizer, batch, 12, 1.0, torch.Generator().manual_seed(1))
     assert torch.equal(fast[2], plain[2]) and torch.equal(fast[3], plain[3])
     assert (fast[4] - plain[4]).abs().max() < MERGED_TOLERANCE
@@ -69,7 +74,7 @@ def test_sampling_draws_the_models_tokens():
 @torch.no_grad()
 def test_refresh_follows_the_models_weights():
     model, tokenizer = policy()
-    decoder = MergedDecoder(model)
+    decoder = LeanDecoder(model)
     ids = tokenizer(["12+34="], return_tensors="pt", add_special_tokens=False)["input_ids"].repeat(4, 1)
     call = dict(input_ids=ids, attention_mask=torch.ones_like(ids), position_ids=positions(torch.ones_like(ids)))
     before = decoder(**call).logits
@@ -88,16 +93,47 @@ def test_merged_sampling_is_opt_in_and_dense_only():
     with pytest.raises(ValueError, match="merged_sampling=True needs a dense model"):
         RunConfig(preset="nano-moe", merged_sampling=True)
     with pytest.raises(ValueError, match="dense Qwen3"):
-        MergedDecoder(build_model("nano-moe")[0])
+        LeanDecoder(build_model("nano-moe")[0])
 
 
-def test_a_run_with_both_speed_options_trains_as_the_reference_run(tmp_path, monkeypatch):
+def test_runs_with_the_speed_options_train_as_the_reference_run(tmp_path, monkeypatch):
     monkeypatch.setattr(rlbook.trainer, "make_task", lambda name, **params: ShapedTask(make_task(name, **params)))
     base = RunConfig(experiment="t", preset="nano-tiny", init="scratch", prompts_per_step=4, group_size=4,
                      total_updates=2, eval_every=2, eval_size=8, max_new_tokens=6)
     runs = [run_or_load(c, RunStore(tmp_path), progress=False, references=False)
-            for c in (base, base.replace(merged_sampling=True, prefix_sharing=True))]
+            for c in (base, base.replace(merged_sampling=True, prefix_sharing=True, skip_zero_advantage=True),
+                      base.replace(sampling_graph=True))]
     assert runs[1].meta["loss_path"] == "shared"
-    reference, fast = runs[0].metrics[1], runs[1].metrics[1]  # the first update: the same sampled batch
-    assert fast["reward"] == reference["reward"] and fast["response_len"] == reference["response_len"]
-    assert math.isclose(fast["loss"], reference["loss"], abs_tol=1e-5)
+    reference = runs[0].metrics[1]  # the first update: the same sampled batch
+    for fast in (runs[1].metrics[1], runs[2].metrics[1]):
+        assert fast["reward"] == reference["reward"] and fast["response_len"] == reference["response_len"]
+        assert math.isclose(fast["loss"], reference["loss"], abs_tol=1e-5)
+        assert math.isclose(fast["entropy"], reference["entropy"], abs_tol=1e-5)
+
+
+def test_the_sampling_graph_gives_the_training_pass_logprobs_and_gradients():
+    model, tokenizer = policy(seed=2)
+    problems = make_task("arithmetic").generate(4, seed=2)
+    batch = rollout(LeanDecoder(model, merged=False), tokenizer, make_task("arithmetic"), problems, 4, 10, 1.0,
+                    torch.Generator().manual_seed(2), policy_version=0, graph=True)
+    params = [p for p in model.parameters() if p.requires_grad]
+    weights = torch.linspace(-1, 1, batch.response_mask.numel()).view(batch.response_mask.shape) * batch.response_mask
+    sampled = torch.autograd.grad((batch.logp_graph * weights).sum(), params)
+    model.train()
+    logp, entropy = token_logprobs(model, batch, 1.0)
+    trained = torch.autograd.grad((logp * weights).sum(), params)
+    live = batch.response_mask.bool()
+    assert (batch.logp_graph.detach() - logp.detach())[live].abs().max() < PREFIX_SHARING_TOLERANCE["logp"]
+    assert torch.equal(batch.behavior_logp, batch.logp_graph.detach())
+    assert (batch.entropy - entropy)[live].abs().max() < PREFIX_SHARING_TOLERANCE["logp"]
+    assert max(((a - b).norm() / a.norm()).item() for a, b in zip(trained, sampled)) < PREFIX_SHARING_TOLERANCE["grad_rel"]
+    assert batch.response_mask.sum(1).min() < batch.response_mask.shape[1]  # rows finished early (left the batch)
+
+
+def test_sampling_graph_needs_an_on_policy_single_update_config():
+    config = RunConfig(sampling_graph=True)
+    assert "sampling_graph" not in RunConfig().identity() and config.hash() != RunConfig().hash()
+    for wrong in (dict(staleness=4, updates_per_step=4), dict(objective="tis"), dict(prefix_sharing=True),
+                  dict(preset="nano-moe")):
+        with pytest.raises(ValueError, match="sampling_graph=True backpropagates through the sampling pass"):
+            RunConfig(sampling_graph=True, **wrong)
