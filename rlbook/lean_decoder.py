@@ -86,6 +86,9 @@ class LeanDecoder(torch.nn.Module):
                                                     config.head_dim)
         self.eps, self.config = config.rms_norm_eps, config
         self.refresh(model)
+        with torch.no_grad():  # cos and sin of every position, from the model's own rotary embedding
+            positions = torch.arange(config.max_position_embeddings, device=self.embed.device)[None]
+            self.cos, self.sin = (table[0] for table in self.rotary(self.embed[:1], positions))
 
     def refresh(self, model) -> "LeanDecoder":
         """Take the model's current weights (LoRA projections: under the caller's grad mode, which sampling with
@@ -128,13 +131,14 @@ class LeanDecoder(torch.nn.Module):
         grad mode)."""
         cache = past_key_values if past_key_values is not None else KVCache(len(self.layers))
         x = F.embedding(input_ids, self.embed)
-        cos, sin = self.rotary(x, position_ids)
-        cos, sin = cos[:, None], sin[:, None]
+        cos, sin = self.cos[position_ids][:, None], self.sin[position_ids][:, None]
         keys = attention_mask if attention_mask.dim() == 4 else attention_mask[:, None, None, :].bool()
         t, total = input_ids.shape[1], keys.shape[-1]
-        key_pos, query_pos = torch.arange(total, device=x.device), torch.arange(total - t, total, device=x.device)
-        # causal; a padding query attends to itself only (its output is never used; no row of the mask is empty)
-        mask = (key_pos <= query_pos[:, None]) & (keys | (key_pos == query_pos[:, None]))
+        if t == 1:  # one new token per row: it sees every unmasked key (a row's prompt is never all padding)
+            mask = keys
+        else:  # causal; a padding query attends to itself only (its output is never used; no row is empty)
+            key_pos, query_pos = torch.arange(total, device=x.device), torch.arange(total - t, total, device=x.device)
+            mask = (key_pos <= query_pos[:, None]) & (keys | (key_pos == query_pos[:, None]))
         for index, layer in enumerate(self.layers):
             x = x + self.attend(layer, self.rms(x, layer.norm1), cos, sin, mask, cache, index)
             gate, up = layer.gate_up(self.rms(x, layer.norm2)).chunk(2, -1)
