@@ -59,8 +59,12 @@ DECISIVE_SEEDS = {**SEEDS, "cpu": [0, 1, 2, 3, 4]}
 LOPTI_VARIANTS = {"grpo": (0.0, 0.0), "ar": (0.3, 0.0), "lopti": (0.0, 0.5), "ar+lopti": (0.3, 0.5),
                   "lopti_reversed": (0.0, -0.5)}
 # K&K completions are long for a character model: the smoke profile runs only a few updates per variant (CI time).
+# The cpu profile's puzzles carry the world-by-world scratchpad, at lr 1e-3: without it GRPO left nano-small's greedy
+# accuracy where it was (0.268 -> 0.271 in 200 updates at lr 5e-4, none at 1e-3 or 2e-3 either); with it the first
+# 140 updates of a pilot took greedy 0.254 -> 0.287 and sampled 0.164 -> 0.231 (bench/results/pilots-kk-*.json).
 LOPTI_BUDGET = {"smoke": dict(total_updates=20, eval_every=10),
-                "cpu": dict(total_updates=200, eval_every=25, eval_samples=2)}
+                "cpu": dict(total_updates=200, eval_every=50, eval_samples=1, lr=1e-3,
+                            task_params={"num_people": [2, 3], "scratchpad": True})}
 KNIGHTS_KNAVES = {"task": "knights_knaves", "task_params": {"num_people": [2, 3]},
                   "warm_start": dict(lr=2e-3, batch_size=64, validation_size=100, max_steps=2000)}
 
