@@ -27,7 +27,7 @@ Completions are <think>...</think><answer>...</answer>. The answer names every p
 "(1) Zoey is a knight\\n(2) Oliver is a knave" (natural) or "A:T B:F" (compact, T = knight).
 With `scratchpad=True` (compact style) the think block checks the possible worlds one by one, all knights first,
 until the consistent one: each world is written as its roles and one bit per person, 1 when what that person
-says is true exactly when they are a knight. "A:~B B:A ?" thinks "TT:01 TF:11" and answers "A:T B:F".
+says is true exactly when they are a knight. "A:B|~B B:~A ?" thinks "TT:10 TF:11" and answers "A:T B:F".
 A small model cannot solve a puzzle in the forward pass of one answer token, but it can learn each bit; the bits
 are the decisions RL can sharpen.
 Reward (Logic-RL): format +1 if the structure is right, else -1; answer +2 if every role is right,
