@@ -18,6 +18,13 @@ from learning_gain import save_result  # noqa: E402
 from rlbook.chapters import verdicts  # noqa: E402
 from rlbook.runs import RunStore, reference_root  # noqa: E402
 
+
+def tau_runs(runs):
+    """M2PO over tau at the largest staleness: the tau sweep's runs and, at the default tau, the staleness sweep's."""
+    top = max((r.config.staleness for r in runs), default=0)
+    return [r for r in runs if r.config.objective == "m2po" and r.config.staleness == top]
+
+
 def sweep(runs):
     """The staleness sweep's runs (the tau sweep shares the experiment)."""
     return [r for r in runs if "tau" not in r.config.objective_params]
@@ -28,7 +35,7 @@ CHAPTERS = {
     "02 staleness (M2PO)": ("02_staleness", lambda runs: verdicts.staleness_signatures(sweep(runs))),
     "03 clip vs mask (M2PO)": ("02_staleness", lambda runs: verdicts.clip_mask_signatures(sweep(runs))
                                + verdicts.entropy_signature(sweep(runs))
-                               + verdicts.tau_signatures([r for r in runs if r not in sweep(runs)])),
+                               + verdicts.tau_signatures(tau_runs(runs))),
     "04 Lopti / Advantage Reweighting": ("04_lopti", verdicts.lopti_signatures),
 }
 

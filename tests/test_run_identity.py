@@ -72,3 +72,15 @@ def test_a_run_with_other_settings_is_not_superseded(tmp_path, monkeypatch):
     store, config = RunStore(tmp_path), RunConfig(**TINY)
     stored_by_older_code(store, config.replace(seed=1), monkeypatch)
     assert store.superseded(config) == []
+
+
+@pytest.mark.parametrize("profile", ["smoke", "cpu"])
+def test_the_tau_sweep_reuses_the_staleness_sweeps_m2po_runs_at_the_default_tau(profile):
+    from rlbook.experiments import DEFAULT_TAU, TAUS, staleness_sweep, tau_sweep
+
+    stale = {c.hash() for c in staleness_sweep(profile)}
+    taus = tau_sweep(profile)
+    shared = [c for c in taus if c.hash() in stale]
+    assert len(shared) == len(taus) // len(TAUS) and all("tau" not in c.objective_params for c in shared)
+    others = {c.objective_params["tau"] for c in taus if c.hash() not in stale}
+    assert others == set(TAUS) - {DEFAULT_TAU}

@@ -10,7 +10,7 @@ import statistics
 from dataclasses import dataclass
 
 from .. import stats
-from ..experiments import LOPTI_VARIANTS
+from ..experiments import DEFAULT_TAU, LOPTI_VARIANTS
 
 MATCH_BOUND = 0.03  # two accuracies "match" when the 2-s.e. interval of their difference lies inside +-0.03
 # "Prosperity, then collapse" in accuracy: a rise of more than 0.05 above the base, then a fall of more than 0.08
@@ -182,15 +182,16 @@ def entropy_signature(runs) -> list[Signature]:
                       f"difference {far - near}", stats.verdict(far - near, +1))]
 
 
-TAU_DEFAULT, TAU_FLAT, TAU_EXTREMES = 0.04, (0.02, 0.08), (0.005, 0.16)
+TAU_FLAT, TAU_EXTREMES = (0.02, 0.08), (0.005, 0.16)
 
 
 def tau_signatures(tau_runs) -> list[Signature]:
     """Chapter 3 (M2PO, signature f, the paper's Fig. 8): M2PO at the largest staleness hardly depends on tau
-    between 0.02 and 0.08, and a very small or very large tau does worse than the default 0.04."""
+    between 0.02 and 0.08, and a very small or very large tau does worse than the default 0.04 (runs without a tau
+    parameter use the default)."""
     by_tau = {}
     for run in tau_runs:
-        by_tau.setdefault(run.config.objective_params.get("tau"), []).append(run)
+        by_tau.setdefault(run.config.objective_params.get("tau", DEFAULT_TAU), []).append(run)
     paper = "accuracy insensitive to tau between about 0.02 and 0.08; very small or very large values hurt"
     lo, hi = TAU_FLAT
     if not (by_tau.get(lo) and by_tau.get(hi)):
@@ -201,8 +202,8 @@ def tau_signatures(tau_runs) -> list[Signature]:
                          f"score at tau={lo} minus tau={hi}: {d}; match = inside ±{MATCH_BOUND}",
                          stats.matches(d, MATCH_BOUND))]
     for extreme in TAU_EXTREMES:
-        out.append(_better(f"f. tau={extreme} does worse than tau={TAU_DEFAULT}", paper, by_tau.get(TAU_DEFAULT, []),
-                           by_tau.get(extreme, []), f"score at tau={TAU_DEFAULT} minus tau={extreme}"))
+        out.append(_better(f"f. tau={extreme} does worse than tau={DEFAULT_TAU}", paper, by_tau.get(DEFAULT_TAU, []),
+                           by_tau.get(extreme, []), f"score at tau={DEFAULT_TAU} minus tau={extreme}"))
     return out
 
 
