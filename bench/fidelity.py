@@ -1,9 +1,11 @@
 """Every chapter's signature table from the reference runs in data/runs: the paper reports / we observe / verdict.
 
-    python bench/fidelity.py [--root data/runs]
+    python bench/fidelity.py [--root data/runs] [--readme README.md]
 
 Only runs made by the current code (rlbook.versions) count; superseded ones are counted and skipped. Prints the
-tables and writes them as JSON to bench/results/fidelity-<commit>-<time>.json.
+tables and writes them as JSON to bench/results/fidelity-<commit>-<time>.json; with --readme, also replaces the
+tables between the README's `<!-- fidelity:start -->` and `<!-- fidelity:end -->` markers, so the README never
+quotes a table by hand.
 """
 from __future__ import annotations
 
@@ -43,17 +45,32 @@ CHAPTERS = {
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--root", default=str(reference_root()))
+    parser.add_argument("--readme", type=Path, help="a README whose fidelity block to rewrite")
     args = parser.parse_args()
-    store, tables = RunStore(args.root), {}
+    store, tables, sections = RunStore(args.root), {}, []
     for title, (experiment, signatures) in CHAPTERS.items():
         every = [r for r in store.runs(experiment) if r.complete]
         runs = [r for r in every if r.current]
         print(f"\n## {title}: {len(runs)} current runs in {experiment} ({len(every) - len(runs)} superseded, skipped)")
         rows = signatures(runs) if runs else []
         print(verdicts.markdown(rows) if rows else "no current runs")
+        sections.append(f"**{title}** ({len(runs)} current runs)\n\n" + (verdicts.markdown(rows) if rows else "no runs yet"))
         tables[title] = {"experiment": experiment, "runs": len(runs), "superseded": len(every) - len(runs),
                          "signatures": [dataclasses.asdict(s) for s in rows]}
-    save_result("fidelity", "references", {"root": args.root, "chapters": tables})
+    path = save_result("fidelity", "references", {"root": args.root, "chapters": tables})
+    if args.readme:
+        rewrite_block(args.readme, "\n\n".join(sections) + f"\n\n(`python bench/fidelity.py --readme README.md`; {path.name})")
+
+
+def rewrite_block(readme: Path, text: str, start: str = "<!-- fidelity:start -->", end: str = "<!-- fidelity:end -->"):
+    """Replace what lies between the two markers of `readme` with `text` (atomically)."""
+    old = readme.read_text()
+    if old.count(start) != 1 or old.count(end) != 1:
+        raise SystemExit(f"{readme} needs exactly one {start} and one {end} line around the tables")
+    head, rest = old.split(start)
+    tmp = readme.with_suffix(".tmp")
+    tmp.write_text(head + start + "\n" + text + "\n" + end + rest.split(end)[1])
+    tmp.replace(readme)
 
 
 if __name__ == "__main__":

@@ -126,3 +126,19 @@ def test_tau_extremes_do_worse(tmp_path):
     table = verdicts.tau_signatures(runs)
     assert table[0].verdict == "no runs"
     assert [s.verdict for s in table[1:]] == [stats.REPRODUCED, stats.NOT_REPRODUCED]  # 0.16 does better here
+
+
+def test_fidelity_rewrites_only_the_readme_block(tmp_path):
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    from fidelity import rewrite_block
+
+    readme = tmp_path / "README.md"
+    readme.write_text("intro\n<!-- fidelity:start -->\nold table\n<!-- fidelity:end -->\nrest\n")
+    rewrite_block(readme, "new table")
+    assert readme.read_text() == "intro\n<!-- fidelity:start -->\nnew table\n<!-- fidelity:end -->\nrest\n"
+    readme.write_text("no markers")
+    with pytest.raises(SystemExit, match="needs exactly one"):
+        rewrite_block(readme, "x")
+    assert readme.read_text() == "no markers"  # left as it was
