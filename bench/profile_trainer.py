@@ -129,7 +129,8 @@ def main() -> int:
     from rlbook.runs import environment
 
     save_result("profile_trainer", environment()["device"].split()[0],
-                {"profile": args.profile, "changes": changes, "updates": args.updates, "threads": torch.get_num_threads(),
+                {"profile": args.profile, "changes": changes, "updates": args.updates,
+                 "threads": torch.get_num_threads(),
                  "cprofile": bool(profiler), "load_before": load[0], "load_after": load_after,
                  "eval_every": config.eval_every, "wall_s_per_update": wall, "cpu_s_per_update": cpu,
                  "generated_tokens": tokens})

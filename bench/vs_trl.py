@@ -42,7 +42,8 @@ UNMATCHED = [
     "rlbook with its own sampling loop and torch.Generator(seed), so the two draw different completions",
     "advantage denominator: TRL divides by (group std + 1e-4), rlbook by (group std + 1e-6)",
     "importance ratio: TRL (one iteration per batch) uses exp(logp - logp.detach()) = 1 exactly; rlbook uses "
-    "exp(logp - behaviour logp recorded while sampling), equal to 1 up to rounding (clipping at 0.2 never binds)",
+    "exp(logp - behaviour logp recorded while sampling), equal to 1 up to rounding (clipping at 0.2 never binds); "
+    "rlbook-graph's is exactly 1 (its logp is the sampling pass's)",
     "TRL's data loader, accelerate wrapper and logging run in its loop; rlbook writes a metrics row per update",
     "rlbook also evaluates sampled accuracy at start and end (outside the timed updates; TRL is evaluated "
     "greedy only, by the same function)",

@@ -2,7 +2,7 @@
 each one matrix product, no per-module dispatch, no mask builder. Called like the model in `rollout.sample` (input
 ids, attention mask, position ids, KV cache -> last logits and the cache). Two kinds of projection:
 
-  merged (RunConfig.merged_sampling): the LoRA update merged into the weights, 1 + 4 matrix products per layer
+  merged (RunConfig.merged_sampling): the LoRA update merged into the weights, 4 matrix products per layer
       instead of 7 + 14. The same function up to floating-point order (W x + s B A x is rounded as (W + s B A) x),
       so the behaviour log-probs differ from the training pass's by rounding (MERGED_TOLERANCE), never by policy.
   lora (RunConfig.sampling_graph): the base weights frozen and fused, the LoRA factors the model's own parameters,
@@ -86,15 +86,15 @@ class LeanDecoder(torch.nn.Module):
                                                     config.head_dim)
         self.eps, self.config = config.rms_norm_eps, config
         self.refresh(model)
+        rotary = (model.get_base_model() if hasattr(model, "get_base_model") else model).model.rotary_emb
         with torch.no_grad():  # cos and sin of every position, from the model's own rotary embedding
             positions = torch.arange(config.max_position_embeddings, device=self.embed.device)[None]
-            self.cos, self.sin = (table[0] for table in self.rotary(self.embed[:1], positions))
+            self.cos, self.sin = (table[0] for table in rotary(self.embed[:1], positions))
 
     def refresh(self, model) -> "LeanDecoder":
         """Take the model's current weights (LoRA projections: under the caller's grad mode, which sampling with
         graph=True needs)."""
         base = model.get_base_model() if hasattr(model, "get_base_model") else model
-        self.rotary = base.model.rotary_emb
         self.embed = base.model.embed_tokens.weight.detach()
         self.norm, self.head = base.model.norm.weight.detach(), merged_weight(base.lm_head)
         self.layers = []

@@ -61,7 +61,8 @@ def test_shared_prompts_give_the_reference_logprobs_and_gradients(policy, shuffl
     logp, grads = logp_and_grads(policy, shared_prompt_logprobs, batch)
     live = batch.response_mask.bool()
     assert (logp - ref_logp)[live].abs().max() < PREFIX_SHARING_TOLERANCE["logp"]
-    assert max(((a - b).norm() / a.norm()).item() for a, b in zip(ref_grads, grads)) < PREFIX_SHARING_TOLERANCE["grad_rel"]
+    worst = max(((a - b).norm() / a.norm()).item() for a, b in zip(ref_grads, grads))
+    assert worst < PREFIX_SHARING_TOLERANCE["grad_rel"]
     assert ref_logp[live].std() > 0.1  # the comparison is on log-probs that vary, not constants
 
 
