@@ -66,7 +66,7 @@ FIELD_HELP = {
     "merged_sampling": "rollouts sample from a lean copy with the LoRA update merged into the weights (dense Qwen3); "
                        "not bit-equal (rlbook.merged_decoder.MERGED_TOLERANCE)",
     "skip_zero_advantage": "sequences whose every advantage is 0 run without grad in the training pass (no "
-                           "backward); the same gradient in another summation order (not bit-equal)",
+                           "backward; micro-batched updates skip them anyway); same gradient, other summation order",
     "sampling_graph": "on-policy updates backpropagate through the sampling pass (rlbook.lean_decoder, LoRA): no "
                       "training forward; not bit-equal",
     "eval_every": "evaluate greedy and sampled accuracy every this many updates",
