@@ -159,7 +159,9 @@ def test_policy_lag(tmp_path, monkeypatch, updates_per_step, epochs, staleness, 
 
 # ---- resume: an interrupted run continues exactly where the uninterrupted one would have been ----
 
-@pytest.mark.parametrize("changes", [{}, {"staleness": 2}, {"finetune": "full"}], ids=["s0", "s2", "full"])
+@pytest.mark.parametrize("changes", [{}, {"staleness": 2}, {"finetune": "full"}, {"sampling_graph": True},
+                                     {"prefix_sharing": True, "merged_sampling": True, "skip_zero_advantage": True}],
+                         ids=["s0", "s2", "full", "sampling-graph", "fast-options"])
 @pytest.mark.parametrize("interrupt_at", [5, 6])
 def test_resume_matches_uninterrupted(tmp_path, monkeypatch, shaped, changes, interrupt_at):
     config = tiny(total_updates=6, updates_per_step=1, checkpoint_every=2, **changes)
