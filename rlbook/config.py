@@ -49,6 +49,8 @@ FIELD_HELP = {
     "epochs": "passes over each rollout batch",
     "staleness": "model updates between the policy that sampled a batch and the policy it trains "
                  "(a multiple of updates_per_step x epochs)",
+    "sync_every": "rollouts come from a frozen copy of the policy refreshed every sync_every updates "
+                  "(1 = online, the default; 0 = never: offline, from the starting model; needs staleness 0)",
     "lr": "AdamW learning rate",
     "weight_decay": "AdamW weight decay",
     "max_grad_norm": "gradient norm clipping threshold",
@@ -103,6 +105,7 @@ class RunConfig:
     updates_per_step: int = 1
     epochs: int = 1
     staleness: int = 0
+    sync_every: int = 1
     lr: float = 2e-3
     weight_decay: float = 0.0
     max_grad_norm: float = 1.0
@@ -189,6 +192,11 @@ class RunConfig:
             raise ValueError(f"staleness={self.staleness} must be a multiple of the updates each rollout batch feeds, "
                              f"updates_per_step={self.updates_per_step} x epochs={self.epochs} = {per_batch}")
         queue_depth(self.staleness, per_batch)
+        if self.sync_every < 0 or (self.sync_every != 1 and (self.staleness or self.sync_every % per_batch
+                                                             or self.sampling_graph)):
+            raise ValueError(f"sync_every={self.sync_every}: must be 1 (online), 0 (never) or a multiple of "
+                             f"updates_per_step x epochs = {per_batch}, with staleness 0 (got {self.staleness}) and "
+                             "sampling_graph off (it needs on-policy samples)")
         if not self.init:
             raise ValueError(f"init is empty: one of {INIT} or a checkpoint directory")
 
@@ -229,6 +237,8 @@ class RunConfig:
                      "skip_zero_advantage", "sampling_graph"):
             if not values[name]:
                 del values[name]
+        if values["sync_every"] == 1:  # online, as every run before the field existed
+            del values["sync_every"]
         values["training_version"] = TRAINING_VERSION
         if self.init == "warm":
             values["warm_start_version"] = WARM_START_VERSION

@@ -2,7 +2,9 @@
 
 One training step samples `prompts_per_step x group_size` completions and makes `updates_per_step` model updates
 with them (mini-batches of whole groups, each sample used once per epoch). With staleness s the batch a step trains
-on was sampled s updates earlier (see staleness.py). Checkpoints are taken at step boundaries, so a resumed run
+on was sampled s updates earlier (see staleness.py): a constant lag. With `sync_every` = k > 1 (semi-online) the
+batches are fresh but sampled by a frozen copy of the policy refreshed every k updates, so the lag cycles 0..k-1
+(0: never refreshed, offline from the starting model); the copy is in the checkpoint. Checkpoints are taken at step boundaries, so a resumed run
 continues exactly where the uninterrupted one would have been.
 """
 from __future__ import annotations
@@ -123,11 +125,12 @@ def batch_row(batch: Rollout, group_size: int) -> dict:
             "response_len": batch.response_mask.sum(1).mean().item()}
 
 
-def save_state(run: Run, model, optimizer, update: int, queue, generator) -> None:
+def save_state(run: Run, model, optimizer, update: int, queue, generator, snapshot=None) -> None:
     trainable = {name: p.detach() for name, p in model.named_parameters() if p.requires_grad}
     tmp = run.path / ".state.pt.tmp"
+    extra = {} if snapshot is None else {"snapshot": snapshot}  # sync_every != 1: the generator's frozen weights
     torch.save({"update": update, "model": trainable, "optimizer": optimizer.state_dict(), "queue": list(queue),
-                "generator": generator.get_state()}, tmp)
+                "generator": generator.get_state(), **extra}, tmp)
     tmp.replace(run.path / "state.pt")
 
 
@@ -162,11 +165,11 @@ def train(config: RunConfig, run: Run, progress: bool = True) -> None:
     max_new = config.max_new_tokens or completion_budget(task, tokenizer)
     eval_set = evaluation_problems(config.task, config.task_params, config.eval_size)
     path = loss_path(config, device)
-    update, queue = 0, deque()
+    update, queue, snapshot = 0, deque(), None
     state = run.read_state()
     if state is not None:
         load_state(run, state, model, optimizer, generator)
-        update, queue = state["update"], deque(state["queue"])
+        update, queue, snapshot = state["update"], deque(state["queue"]), state.get("snapshot")
     run.truncate(update if update else -1)  # rows past the checkpoint (or of a run killed before one) are re-made
     run.update_meta(complete=False, resumed_at=update or None, fused_ratio=path not in ("reference", "shared"),
                     loss_path=path,
@@ -177,11 +180,29 @@ def train(config: RunConfig, run: Run, progress: bool = True) -> None:
     sampler = LeanDecoder(model, merged=config.merged_sampling) if lean else None
 
     def sample_batch(step: int) -> Rollout:
+        nonlocal snapshot
+        if config.sync_every == 1:
+            return sample_with_current_weights(step, update)
+        # Semi-online (arXiv 2506.21495): the generator is a frozen copy of the policy, refreshed every sync_every
+        # updates (0: never, offline from the starting model), so the lag cycles 0..sync_every-1.
+        if snapshot is None or (config.sync_every and update - snapshot["version"] >= config.sync_every):
+            snapshot = {"version": update, "weights": {name: p.detach().clone()
+                                                       for name, p in model.named_parameters() if p.requires_grad}}
+        if snapshot["version"] == update:
+            return sample_with_current_weights(step, update)
+        current = {name: p.detach().clone() for name, p in model.named_parameters() if p.requires_grad}
+        model.load_state_dict(snapshot["weights"], strict=False)
+        try:
+            return sample_with_current_weights(step, snapshot["version"])
+        finally:
+            model.load_state_dict(current, strict=False)
+
+    def sample_with_current_weights(step: int, version: int) -> Rollout:
         problems = task.generate(config.prompts_per_step, seed=1_000_000 * (config.seed + 1) + step)
         per_call = config.rollout_batch_size // config.group_size or len(problems)  # prompts sampled at once
         policy = sampler.refresh(model) if sampler is not None else model  # the current weights
         return join_rollouts([rollout(policy, tokenizer, task, problems[i:i + per_call], config.group_size, max_new,
-                                      config.temperature, generator, policy_version=update,
+                                      config.temperature, generator, policy_version=version,
                                       graph=config.sampling_graph)
                               for i in range(0, len(problems), per_call)], tokenizer.pad_token_id)
 
@@ -226,9 +247,9 @@ def train(config: RunConfig, run: Run, progress: bool = True) -> None:
                 bar.update(1)
                 bar.set_postfix(reward=f"{row['reward']:.2f}", acc=f"{row.get('eval_greedy_acc', float('nan')):.2f}")
         if (update // config.checkpoint_every) > ((update - per_batch) // config.checkpoint_every):
-            save_state(run, model, optimizer, update, queue, generator)
+            save_state(run, model, optimizer, update, queue, generator, snapshot)
             run.update_meta(updates=update, wall_time_s=round(time.time() - start_time, 1))
     bar.close()
-    save_state(run, model, optimizer, update, queue, generator)
+    save_state(run, model, optimizer, update, queue, generator, snapshot)
     run.update_meta(complete=True, updates=update, wall_time_s=round(time.time() - start_time, 1))
 
