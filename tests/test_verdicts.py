@@ -142,3 +142,21 @@ def test_fidelity_rewrites_only_the_readme_block(tmp_path):
     with pytest.raises(SystemExit, match="needs exactly one"):
         rewrite_block(readme, "x")
     assert readme.read_text() == "no markers"  # left as it was
+
+
+@pytest.mark.parametrize("semi, offline, expected", [
+    ([0.50, 0.51, 0.49], [0.30, 0.31, 0.29], (stats.REPRODUCED, stats.REPRODUCED)),
+    ([0.40, 0.41, 0.39], [0.60, 0.61, 0.59], (stats.NOT_REPRODUCED, stats.NOT_REPRODUCED)),
+    ([0.40, 0.60, 0.50], [0.30, 0.70, 0.50], (stats.WITHIN_NOISE, stats.WITHIN_NOISE))])
+def test_semi_online_signatures(tmp_path, semi, offline, expected):
+    runs = (seeds(tmp_path, "on", [0.50, 0.51, 0.49], sync_every=1) + seeds(tmp_path, "semi", semi, sync_every=4)
+            + seeds(tmp_path, "off", offline, sync_every=0))
+    signatures = verdicts.semi_online_signatures(runs)
+    assert [s.claim for s in signatures] == ["grpo: semi-online (sync every 4) matches online",
+                                             "grpo: online beats offline (never synced)"]
+    assert tuple(s.verdict for s in signatures) == expected
+
+
+def test_semi_online_missing_cells_say_so(tmp_path):
+    runs = seeds(tmp_path, "semi", [0.5, 0.5, 0.5], sync_every=4)
+    assert [s.verdict for s in verdicts.semi_online_signatures(runs)] == ["no runs", "no runs"]

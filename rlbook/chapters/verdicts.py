@@ -234,6 +234,29 @@ def lopti_signatures(runs) -> list[Signature]:
     return out
 
 
+SEMI_ONLINE_PAPER = "semi-online DPO (s = 10, 100) about as good as online; offline much worse"
+
+
+def semi_online_signatures(runs) -> list[Signature]:
+    """Chapter 7 (arXiv 2506.21495), per objective: each semi-online sync interval k > 1 matches online (k = 1),
+    and online beats offline (k = 0, never synced)."""
+    out = []
+    for objective in sorted({r.config.objective for r in runs}):
+        online, offline = cell(runs, objective, sync_every=1), cell(runs, objective, sync_every=0)
+        for k in sorted({r.config.sync_every for r in runs if r.config.objective == objective} - {0, 1}):
+            claim = f"{objective}: semi-online (sync every {k}) matches online"
+            semi = cell(runs, objective, sync_every=k)
+            if not (semi and online):
+                out.append(_missing(claim, SEMI_ONLINE_PAPER))
+                continue
+            d = difference(semi, online)
+            out.append(Signature(claim, SEMI_ONLINE_PAPER, f"score difference {d}; match = inside ±{MATCH_BOUND}",
+                                 stats.matches(d, MATCH_BOUND)))
+        out.append(_better(f"{objective}: online beats offline (never synced)", SEMI_ONLINE_PAPER, online, offline,
+                           "score online minus offline"))
+    return out
+
+
 def markdown(signatures: list[Signature]) -> str:
     rows = ["| the paper found | the paper reports | we observe | verdict |", "|---|---|---|---|"]
     cell = lambda text: text.replace("|", "\\|")  # |r-1| inside a table cell
