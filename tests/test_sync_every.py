@@ -32,9 +32,9 @@ def test_generator_is_the_snapshot(tmp_path):
     assert semi[1:3] != online[1:3]  # online samples from the updated policy
 
 
-@pytest.mark.parametrize("sync_every", [3, 0])
-def test_resume_mid_cycle_matches_uninterrupted(tmp_path, monkeypatch, sync_every):
-    config = tiny(total_updates=6, checkpoint_every=2, sync_every=sync_every)
+@pytest.mark.parametrize("sync_every, finetune", [(3, "lora"), (0, "lora"), (3, "full")])
+def test_resume_mid_cycle_matches_uninterrupted(tmp_path, monkeypatch, sync_every, finetune):
+    config = tiny(total_updates=6, checkpoint_every=2, sync_every=sync_every, finetune=finetune)
     reference = untimed(train(config, tmp_path / "ref").metrics)
     with monkeypatch.context() as m:
         interrupt_on_append(m, 6)  # while writing update 5's row; the checkpoint is at update 4 (snapshot of 3)
