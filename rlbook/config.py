@@ -21,6 +21,7 @@ from .versions import TRAINING_VERSION, WARM_START_VERSION
 FINETUNE = ("lora", "full")
 FUSED_RATIO = ("auto", "on", "off", "chunked")
 INIT = ("warm", "scratch")
+ROLLOUT_DTYPES = ("float32", "bfloat16")
 DIRECTORY_NAME = re.compile(r"[\w+=-][\w.+=-]{0,99}")  # experiment and name become directory names
 MAX_SEED = 2**31
 WARM_START_FROM_RUN = ("preset", "task", "task_params")  # a run's warm start trains its own preset on its own task
@@ -71,6 +72,12 @@ FIELD_HELP = {
                            "backward; micro-batched updates skip them anyway); same gradient, other summation order",
     "sampling_graph": "on-policy updates backpropagate through the sampling pass (rlbook.lean_decoder, LoRA): no "
                       "training forward; not bit-equal",
+    "rollout_dtype": "precision of the rollout engine: float32 (the trained model itself) or bfloat16 (a copy of "
+                     "the policy in bfloat16 with its KV cache, as an inference engine; training stays float32)",
+    "router_noise": "mixture of experts: std of Gaussian noise added to the router logits at rollout (a second, "
+                    "dosable source of train-vs-rollout routing mismatch; 0: none)",
+    "router_replay": "mixture of experts: Rollout Routing Replay (R3, arXiv 2510.11370): training routes each token "
+                     "to the experts it had at rollout, gate weights from the trainer's own router logits",
     "eval_every": "evaluate greedy and sampled accuracy every this many updates",
     "eval_size": "evaluation problems: the first eval_size of the fixed evaluation set (data/eval)",
     "eval_samples": "samples per problem for the sampled accuracy (greedy accuracy takes one)",
@@ -119,6 +126,10 @@ class RunConfig:
     merged_sampling: bool = False
     skip_zero_advantage: bool = False
     sampling_graph: bool = False
+    # mixture of experts: train-vs-rollout mismatch and router replay (chapter 6)
+    rollout_dtype: str = "float32"
+    router_noise: float = 0.0
+    router_replay: bool = False
     # evaluation and bookkeeping
     eval_every: int = 50
     eval_size: int = 200
@@ -162,6 +173,7 @@ class RunConfig:
                              "experts")
         if self.sampling_graph:
             _check_sampling_graph(self)
+        _check_rollout_engine(self)
         if self.micro_batch_size < 0:
             raise ValueError(f"micro_batch_size={self.micro_batch_size} must be >= 0 (0: the whole mini-batch in one "
                              "pass)")
@@ -237,6 +249,9 @@ class RunConfig:
                      "skip_zero_advantage", "sampling_graph"):
             if not values[name]:
                 del values[name]
+        for name, default in (("rollout_dtype", "float32"), ("router_noise", 0.0), ("router_replay", False)):
+            if values[name] == default:
+                del values[name]
         if values["sync_every"] == 1:  # online, as every run before the field existed
             del values["sync_every"]
         values["training_version"] = TRAINING_VERSION
@@ -262,6 +277,25 @@ def _check_sampling_graph(config: "RunConfig") -> None:
         raise ValueError(f"sampling_graph=True backpropagates through the sampling pass, so it needs {needed}, a "
                          f"dense preset and an objective without a proximal policy (not tis/decoupled); got {wrong}, "
                          f"preset={config.preset!r}, objective={config.objective!r}")
+
+
+def _check_rollout_engine(config: "RunConfig") -> None:
+    """Rollout precision, router noise and router replay (chapter 6): the last two need a mixture of experts."""
+    from .models import PRESETS
+
+    _choose("rollout_dtype", config.rollout_dtype, ROLLOUT_DTYPES)
+    if config.rollout_dtype != "float32" and (config.sampling_graph or config.merged_sampling):
+        raise ValueError(f"rollout_dtype={config.rollout_dtype!r} samples from a bfloat16 copy of the policy; it "
+                         "cannot be combined with sampling_graph or merged_sampling (their own float32 decoder)")
+    if config.router_noise < 0:
+        raise ValueError(f"router_noise={config.router_noise} must be >= 0 (a standard deviation; 0: none)")
+    moe = PRESETS[config.preset].moe or config.init not in INIT  # a checkpoint's architecture is checked at load
+    if (config.router_noise or config.router_replay) and not moe:
+        raise ValueError(f"router_noise and router_replay act on a mixture of experts; preset {config.preset!r} is "
+                         f"dense (choose one of: {', '.join(n for n, p in PRESETS.items() if p.moe)})")
+    if config.router_replay and config.prefix_sharing:
+        raise ValueError("router_replay=True replays the routing of whole sequences; it cannot be combined with "
+                         "prefix_sharing=True (prompt and response run in separate calls)")
 
 
 def _choose(name, value, valid):

@@ -18,6 +18,7 @@ import torch
 from .objectives import policy_loss
 from .ops import chunked_token_logprobs, reference_token_logprobs, token_logprobs as op_token_logprobs
 from .rollout import Rollout, distinct, positions
+from .router_replay import replaying
 
 PATHS = ("reference", "fused", "chunked", "shared")
 CHUNK_TOKENS = 1024  # tokens per chunk of logits: 1024 x 151936 x bf16 = 0.3 GB
@@ -37,7 +38,8 @@ def loss_path(config, device: torch.device) -> str:
     return "reference"
 
 
-def _inputs(model, batch: Rollout):
+def sequence_inputs(model, batch: Rollout):
+    """The model's inputs for a batch's whole sequences [B, P + C]: prompts left-, responses right-padded."""
     device = next(model.parameters()).device
     ids = torch.cat([batch.prompt_ids, batch.response_ids], 1).to(device)
     attention = torch.cat([batch.prompt_mask, batch.response_mask.long()], 1).to(device)
@@ -46,7 +48,7 @@ def _inputs(model, batch: Rollout):
 
 def response_logits(model, batch: Rollout, temperature: float) -> torch.Tensor:
     """Logits [B, C, V] that predicted each response token, at the sampling temperature (the reference path)."""
-    logits = model(**_inputs(model, batch)).logits
+    logits = model(**sequence_inputs(model, batch)).logits
     prompt_len = batch.prompt_ids.shape[1]
     return logits[:, prompt_len - 1:-1] / max(temperature, 1e-6)
 
@@ -80,7 +82,7 @@ def response_hidden(model, batch: Rollout) -> tuple[torch.Tensor, torch.Tensor, 
     """(hidden [N, H], token ids [N], response mask [B, C] bool): the final hidden states at the positions that
     predict the N response tokens (mask 1 only); the lm_head is not run."""
     inner = (model.get_base_model() if hasattr(model, "get_base_model") else model).model  # the decoder stack
-    hidden = inner(**_inputs(model, batch), use_cache=False).last_hidden_state
+    hidden = inner(**sequence_inputs(model, batch), use_cache=False).last_hidden_state
     resp = batch.response_mask.to(hidden.device) != 0
     prompt_len = batch.prompt_ids.shape[1]
     return hidden[:, prompt_len - 1:-1][resp], batch.response_ids.to(hidden.device)[resp], resp
@@ -88,7 +90,12 @@ def response_hidden(model, batch: Rollout) -> tuple[torch.Tensor, torch.Tensor, 
 
 def token_stats(model, batch: Rollout, temperature: float, path: str) -> tuple[torch.Tensor, torch.Tensor]:
     """(logp, entropy), float32 [B, C], through `path`; logp differentiable under grad mode; 0 on padding
-    (fused and chunked paths)."""
+    (fused and chunked paths). A batch with replay_routing routes every token to its rollout's experts (R3)."""
+    with replaying(model, batch.routing if batch.replay_routing else None):
+        return _token_stats(model, batch, temperature, path)
+
+
+def _token_stats(model, batch: Rollout, temperature: float, path: str) -> tuple[torch.Tensor, torch.Tensor]:
     if path == "reference":
         return token_logprobs(model, batch, temperature)
     if path == "shared":

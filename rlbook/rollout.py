@@ -5,6 +5,7 @@ token must be exactly the log-prob under the distribution it was drawn from: `lo
 """
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import torch
@@ -32,6 +33,10 @@ class Rollout:
     # sampled with graph=True: the log-probs [B, C] with the graph of the sampling pass, and the entropies [B, C]
     logp_graph: torch.Tensor | None = None
     entropy: torch.Tensor | None = None
+    # mixture of experts: the experts each token was routed to, uint8 [B, layers, P + C, k] (rlbook.router_replay);
+    # replay_routing: the training forwards route the tokens to them (R3, RunConfig.router_replay)
+    routing: torch.Tensor | None = None
+    replay_routing: bool = False
 
     def __len__(self) -> int:
         return self.response_ids.shape[0]
@@ -41,7 +46,8 @@ class Rollout:
         return Rollout(self.prompt_ids[index], self.prompt_mask[index], self.response_ids[index],
                        self.response_mask[index], self.behavior_logp[index], self.rewards[index], self.correct[index],
                        [self.completions[i] for i in index], [self.problems[i] for i in index], self.policy_version,
-                       *(None if t is None else t[index] for t in (self.logp_graph, self.entropy)))
+                       *(None if t is None else t[index] for t in (self.logp_graph, self.entropy, self.routing)),
+                       self.replay_routing)
 
 
 def positions(attention_mask: torch.Tensor) -> torch.Tensor:
@@ -90,7 +96,7 @@ def step_mask(rows: torch.Tensor, attention: torch.Tensor) -> torch.Tensor:
 
 
 def sample(model, tokenizer, prompts: list[str], max_new_tokens: int, temperature: float = 1.0,
-           generator: torch.Generator | None = None, graph: bool = False):
+           generator: torch.Generator | None = None, graph: bool = False, router=None):
     """Sample one completion per prompt (greedy when temperature == 0). Returns ids, mask, logp, prompt ids/mask.
 
     On the CPU only the rows still running go through the model (the KV cache drops finished rows, down to
@@ -99,7 +105,8 @@ def sample(model, tokenizer, prompts: list[str], max_new_tokens: int, temperatur
 
     graph=True samples under grad mode: logp carries the graph to the model's trainable parameters (the on-policy
     update backpropagates through it, RunConfig.sampling_graph), and a sixth value holds each token's entropy [B, C]
-    of the sampling distribution."""
+    of the sampling distribution. `router` (a router_replay.RoutingRecorder installed on the model) is told which
+    rows and positions each model call ran."""
     with torch.set_grad_enabled(graph):
         device = next(model.parameters()).device
         rows, inverse = distinct(prompts)
@@ -109,6 +116,8 @@ def sample(model, tokenizer, prompts: list[str], max_new_tokens: int, temperatur
         attention, finished = prompt_mask, torch.zeros(len(prompts), dtype=torch.bool, device=device)
         running, floor = torch.arange(len(prompts), device=device), MIN_ROWS if device.type == "cpu" else len(prompts)
         last, cache = prefill(model, ids, mask, inverse)
+        if router is not None:
+            router.after_prefill(inverse, ids.shape[1])
         tokens, logps, masks, entropies = [], [], [], []
         for _ in range(max_new_tokens):
             logits = last.float().new_zeros(len(prompts), last.shape[-1]).index_copy_(0, running, last.float())
@@ -138,6 +147,8 @@ def sample(model, tokenizer, prompts: list[str], max_new_tokens: int, temperatur
             out = model(input_ids=tokens[-1][running, None], attention_mask=step_mask(rows, attention),
                         position_ids=positions(rows)[:, -1:], past_key_values=cache, use_cache=True)
             last, cache = out.logits[:, -1], out.past_key_values
+            if router is not None:
+                router.after_step(running)
         out = prompt_ids, prompt_mask, torch.stack(tokens, 1), torch.stack(masks, 1).float(), torch.stack(logps, 1)
         return (*out, torch.stack(entropies, 1)) if graph else out
 
@@ -152,18 +163,24 @@ def decode(tokenizer, response_ids: torch.Tensor, response_mask: torch.Tensor) -
 
 
 def rollout(model, tokenizer, task, problems: list[Problem], group_size: int, max_new_tokens: int,
-            temperature: float, generator: torch.Generator, policy_version: int, graph: bool = False) -> Rollout:
+            temperature: float, generator: torch.Generator, policy_version: int, graph: bool = False,
+            router=None) -> Rollout:
     """G completions for each problem (rows grouped: problem i owns rows i*G .. i*G+G-1), scored by the task; with
-    graph=True the batch keeps the sampling pass's graph (`sample`)."""
+    graph=True the batch keeps the sampling pass's graph (`sample`); with a router_replay.RoutingRecorder the batch
+    holds the experts every token was routed to."""
     repeated = [p for p in problems for _ in range(group_size)]
     was_training = model.training
     model.eval()
-    prompt_ids, prompt_mask, ids, mask, logp, *entropy = sample(model, tokenizer, [p["prompt"] for p in repeated],
-                                                                max_new_tokens, temperature, generator, graph)
+    with router.installed() if router is not None else nullcontext():
+        prompt_ids, prompt_mask, ids, mask, logp, *entropy = sample(model, tokenizer, [p["prompt"] for p in repeated],
+                                                                    max_new_tokens, temperature, generator, graph,
+                                                                    router)
     model.train(was_training)
+    routing = None if router is None else router.experts(prompt_mask, mask)
     completions = decode(tokenizer, ids, mask)
     scores = [task.score(p, c) for p, c in zip(repeated, completions)]
     rewards = torch.tensor([s.reward for s in scores], dtype=torch.float32)
     correct = torch.tensor([s.correct for s in scores])
     return Rollout(prompt_ids.cpu(), prompt_mask.cpu(), ids.cpu(), mask.cpu(), logp.detach().cpu(), rewards, correct,
-                   completions, repeated, policy_version, logp if graph else None, entropy[0] if graph else None)
+                   completions, repeated, policy_version, logp if graph else None, entropy[0] if graph else None,
+                   routing)

@@ -21,11 +21,12 @@ from .config import RunConfig
 from .evaluate import accuracy, completion_budget, evaluation_problems, sampled_eval_seed
 from .models import LARGE_HIDDEN, add_lora, build_model, get_preset, load_pretrained, set_cpu_threads
 from .lean_decoder import LeanDecoder
-from .losspath import accumulate_gradients, loss_and_tokens, loss_path, no_grad_stats
+from .losspath import accumulate_gradients, loss_and_tokens, loss_path, no_grad_stats, sequence_inputs
 from .objectives import advantage_reweight, lopti_stages
 from .pretrain import WarmStartConfig, warm_start
 from .progress import progress_bar
 from .rollout import Rollout, rollout
+from .router_replay import RoutingRecorder, engine_copy, extreme_fraction, is_moe, join_routing, mismatch_stats
 from .runs import UNTOUCHED, CorruptRunError, Run, RunStore, environment
 from .staleness import queue_depth
 from .tasks import make_task
@@ -79,6 +80,8 @@ def train_update(model, optimizer, batch: Rollout, sample_advantages, prox_logp,
         advantages = advantage_reweight(advantages, blogp, config.ar_alpha)
     stages = lopti_stages(blogp, config.lopti_eta, mask) if config.lopti_eta else [mask]
     params = [p for p in model.parameters() if p.requires_grad]
+    if batch.routing is not None:  # a mixture of experts: the trainer's own routing against the rollout's, with
+        routing = mismatch_stats(model, sequence_inputs(model, batch), batch)  # the weights of the update's forward
     union, grad_norm = None, 0.0
     for stage in stages:
         if not stage.any():  # an empty Lopti stage makes no step (AdamW would still move the weights)
@@ -99,6 +102,8 @@ def train_update(model, optimizer, batch: Rollout, sample_advantages, prox_logp,
         union = flags if union is None else {k: union[k] | flags[k] for k in union}
     row = summarize(logp.detach(), blogp, advantages, mask, entropy.detach(), union)
     row.update(loss=loss.item(), grad_norm=grad_norm)
+    if batch.routing is not None:
+        row.update(routing, f2=extreme_fraction(logp, blogp, mask))
     return row
 
 
@@ -113,10 +118,13 @@ def join_rollouts(parts: list[Rollout], pad_id: int) -> Rollout:
         return torch.cat([torch.nn.functional.pad(t, (width - t.shape[1], 0) if left else (0, width - t.shape[1]),
                                                   value=value) for t in tensors])
 
+    routing = None if parts[0].routing is None else join_routing([p.routing for p in parts],
+                                                                    [p.prompt_ids.shape[1] for p in parts])
     return Rollout(cat("prompt_ids", pad_id, left=True), cat("prompt_mask", left=True), cat("response_ids", pad_id),
                    cat("response_mask"), cat("behavior_logp"), torch.cat([p.rewards for p in parts]),
                    torch.cat([p.correct for p in parts]), [c for p in parts for c in p.completions],
-                   [q for p in parts for q in p.problems], parts[0].policy_version)
+                   [q for p in parts for q in p.problems], parts[0].policy_version, routing=routing,
+                   replay_routing=parts[0].replay_routing)
 
 
 def batch_row(batch: Rollout, group_size: int) -> dict:
@@ -176,6 +184,9 @@ def train(config: RunConfig, run: Run, progress: bool = True) -> None:
                     training_version=TRAINING_VERSION,
                     **environment())
 
+    moe = is_moe(model)  # rollouts record the experts of every token (rlbook.router_replay)
+    if config.router_replay and not moe:
+        raise ValueError(f"router_replay=True needs a mixture-of-experts model; {config.init!r} is dense")
     lean = config.merged_sampling or config.sampling_graph
     sampler = LeanDecoder(model, merged=config.merged_sampling) if lean else None
 
@@ -201,10 +212,16 @@ def train(config: RunConfig, run: Run, progress: bool = True) -> None:
         problems = task.generate(config.prompts_per_step, seed=1_000_000 * (config.seed + 1) + step)
         per_call = config.rollout_batch_size // config.group_size or len(problems)  # prompts sampled at once
         policy = sampler.refresh(model) if sampler is not None else model  # the current weights
-        return join_rollouts([rollout(policy, tokenizer, task, problems[i:i + per_call], config.group_size, max_new,
-                                      config.temperature, generator, policy_version=version,
-                                      graph=config.sampling_graph)
-                              for i in range(0, len(problems), per_call)], tokenizer.pad_token_id)
+        policy = engine_copy(policy, config.rollout_dtype)  # as the inference engine holds them
+        noise = (torch.Generator(device=device).manual_seed(3_000_000 * (config.seed + 1) + step)
+                 if config.router_noise else None)
+        batch = join_rollouts([rollout(policy, tokenizer, task, problems[i:i + per_call], config.group_size, max_new,
+                                       config.temperature, generator, policy_version=version,
+                                       graph=config.sampling_graph,
+                                       router=RoutingRecorder(policy, config.router_noise, noise) if moe else None)
+                               for i in range(0, len(problems), per_call)], tokenizer.pad_token_id)
+        batch.replay_routing = config.router_replay
+        return batch
 
     while len(queue) < depth and update == 0:  # the first s updates train on rollouts of the base model
         queue.append(sample_batch(-1 - len(queue)))
