@@ -21,6 +21,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
         ("nano-tiny", Qwen3ForCausalLM, 0.10e6, 0.16e6),
         ("nano-small", Qwen3ForCausalLM, 0.9e6, 1.1e6),
         ("nano-moe", Qwen3MoeForCausalLM, 1.0e6, 2.0e6),
+        ("nano-moe-tiny", Qwen3MoeForCausalLM, 0.10e6, 0.16e6),
     ],
 )
 def test_nano_presets_build(preset, cls, low, high):
