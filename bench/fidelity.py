@@ -39,6 +39,7 @@ CHAPTERS = {
                                + verdicts.entropy_signature(sweep(runs))
                                + verdicts.tau_signatures(tau_runs(runs))),
     "04 Lopti / Advantage Reweighting": ("04_lopti", verdicts.lopti_signatures),
+    "06 router replay (R3)": ("06_router_replay", verdicts.router_replay_signatures),
     "07 semi-online RL": ("07_semi_online", verdicts.semi_online_signatures),
 }
 

@@ -106,8 +106,37 @@ def lopti_sweep(profile: str = "auto") -> list[RunConfig]:
     return [lopti_run(profile, v, seed) for v in LOPTI_VARIANTS for seed in SEEDS[profile]]
 
 
+# Chapter 6 (R3, arXiv 2510.11370): GRPO on a mixture of experts whose rollouts come from a bfloat16 engine copy of
+# the policy with noise on its router logits (the dose of mismatch), with and without router replay, TIS and GSPO
+# beside it. Full fine-tuning: LoRA has no adapter for the experts' 3-D weights, and R3's point is that the router
+# keeps learning through the replayed gate weights.
+ROUTER_BASE = {
+    "smoke": dict(preset="nano-moe-tiny", finetune="full", lr=3e-4, total_updates=40, eval_every=20, eval_size=100),
+    "cpu": dict(preset="nano-moe", finetune="full", lr=1e-4),
+}
+ROUTER_NOISE = {"smoke": 0.2, "cpu": 0.2, "standard": 0.2, "paper": 0.0}  # the paper's mismatch is its engines' own
+ROUTER_VARIANTS = {"grpo": ("grpo", False), "grpo+r3": ("grpo", True), "tis": ("tis", False), "gspo": ("gspo", False)}
+
+
+def router_run(profile: str = "auto", variant: str = "grpo", seed: int = 0, **changes) -> RunConfig:
+    """Chapter 6: one run of a variant (objective, router replay) on the MoE model with a mismatched rollout engine."""
+    profile = resolve_profile(profile)
+    if variant not in ROUTER_VARIANTS:
+        raise ValueError(f"unknown variant {variant!r}; choose one of: {', '.join(ROUTER_VARIANTS)}")
+    objective, replay = ROUTER_VARIANTS[variant]
+    values = {**BASE[profile], **ROUTER_BASE.get(profile, {}), "experiment": "06_router_replay",
+              "objective": objective, "router_replay": replay, "rollout_dtype": "bfloat16",
+              "router_noise": ROUTER_NOISE[profile], "seed": seed, "name": f"{variant}-{profile}-seed{seed}"}
+    return RunConfig.from_dict({**values, **changes})
+
+
+def router_replay_sweep(profile: str = "auto") -> list[RunConfig]:
+    profile = resolve_profile(profile)
+    return [router_run(profile, v, seed) for v in ROUTER_VARIANTS for seed in SEEDS[profile]]
+
+
 SWEEPS = {"grpo": lambda p: [grpo_from_scratch(p, s) for s in DECISIVE_SEEDS[resolve_profile(p)]],
-          "staleness": staleness_sweep, "tau": tau_sweep, "lopti": lopti_sweep}
+          "staleness": staleness_sweep, "tau": tau_sweep, "lopti": lopti_sweep, "router_replay": router_replay_sweep}
 
 
 def sweep(name: str, profile: str = "auto") -> list[RunConfig]:

@@ -160,3 +160,60 @@ def test_semi_online_signatures(tmp_path, semi, offline, expected):
 def test_semi_online_missing_cells_say_so(tmp_path):
     runs = seeds(tmp_path, "semi", [0.5, 0.5, 0.5], sync_every=4)
     assert [s.verdict for s in verdicts.semi_online_signatures(runs)] == ["no runs", "no runs"]
+
+
+def moe_run(root, name, greedy, kl_k3=1e-3, f2=1e-2, **config):
+    """A stored chapter-6 run (nano-moe-tiny, bfloat16 engine): greedy evaluations and per-update KL and F(2)."""
+    c = RunConfig(experiment="x", name=name, preset="nano-moe-tiny", init="scratch", rollout_dtype="bfloat16",
+                  router_noise=0.2, **config)
+    (root / name).mkdir()
+    write_json(root / name / "config.json", c.to_dict())
+    rows = [{"update": 0, "eval_greedy_acc": greedy[0]}]
+    rows += [{"update": i, "eval_greedy_acc": v, "kl_k3": kl_k3, "f2": f2} for i, v in enumerate(greedy[1:], 1)]
+    (root / name / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return Run(root / name)
+
+
+def r3_cells(root, grpo, r3, key="kl_k3"):
+    """Three seeds each of GRPO and GRPO + R3 with the given per-seed values of `key` (accuracy flat at 0.5)."""
+    return ([moe_run(root, f"g{i}", [0.3, 0.5, 0.5, 0.5], seed=i, **{key: v}) for i, v in enumerate(grpo)]
+            + [moe_run(root, f"r{i}", [0.3, 0.5, 0.5, 0.5], seed=i, router_replay=True, **{key: v})
+               for i, v in enumerate(r3)])
+
+
+@pytest.mark.parametrize("key, row", [("kl_k3", 0), ("f2", 1)])
+@pytest.mark.parametrize("grpo, r3, expected", [([2e-3, 2.1e-3, 1.9e-3], [7e-4, 8e-4, 7.5e-4], stats.REPRODUCED),
+                                                ([7e-4, 8e-4, 7.5e-4], [2e-3, 2.1e-3, 1.9e-3], stats.NOT_REPRODUCED),
+                                                ([1e-3, 3e-3, 2e-3], [2e-3, 1e-3, 3e-3], stats.WITHIN_NOISE)])
+def test_router_replay_lowers_kl_and_extreme_tokens(tmp_path, key, row, grpo, r3, expected):
+    signature = verdicts.router_replay_signatures(r3_cells(tmp_path, grpo, r3, key))[row]
+    assert signature.verdict == expected and ("KL" if key == "kl_k3" else "F(2)") in signature.claim
+
+
+@pytest.mark.parametrize("r3_finals, expected", [([0.50, 0.505, 0.495], stats.REPRODUCED),  # level: no worse
+                                                 ([0.30, 0.31, 0.29], stats.NOT_REPRODUCED),  # 0.2 worse
+                                                 ([0.40, 0.55, 0.48], stats.WITHIN_NOISE)])
+def test_router_replay_scores_no_worse(tmp_path, r3_finals, expected):
+    runs = ([moe_run(tmp_path, f"g{i}", [0.3, 0.5, f, f, f], seed=i) for i, f in enumerate([0.5, 0.51, 0.49])]
+            + [moe_run(tmp_path, f"r{i}", [0.3, 0.5, f, f, f], seed=i, router_replay=True)
+               for i, f in enumerate(r3_finals)])
+    assert verdicts.router_replay_signatures(runs)[2].verdict == expected
+
+
+def test_router_replay_stability_and_baselines(tmp_path):
+    # GRPO peaks at 0.6 and collapses to 0.2; R3 stays at 0.6; GSPO ends at 0.4, TIS level with R3
+    collapse = lambda i: [0.3, 0.6, 0.6 + i / 100, 0.6, 0.2, 0.2, 0.2]
+    runs = [moe_run(tmp_path, f"g{i}", collapse(i), seed=i) for i in range(3)]
+    runs += [moe_run(tmp_path, f"r{i}", [0.3, 0.6, 0.6, 0.6, 0.6, 0.6 + i / 100, 0.6], seed=i, router_replay=True)
+             for i in range(3)]
+    runs += [moe_run(tmp_path, f"s{i}", [0.3, 0.4, 0.4, 0.4 + i / 100], seed=i, objective="gspo") for i in range(3)]
+    runs += [moe_run(tmp_path, f"t{i}", [0.3, 0.6, 0.6, 0.6 + i / 100], seed=i, objective="tis") for i in range(3)]
+    table = verdicts.router_replay_signatures(runs)
+    assert [s.claim for s in table[3:]] == ["R3 falls less from its peak than GRPO without it", "R3 beats GSPO",
+                                            "R3 beats TIS"]
+    assert [s.verdict for s in table[3:]] == [stats.REPRODUCED, stats.REPRODUCED, stats.WITHIN_NOISE]
+
+
+def test_router_replay_missing_cells_say_so(tmp_path):
+    runs = [moe_run(tmp_path, f"g{i}", [0.3, 0.5], seed=i) for i in range(3)]
+    assert [s.verdict for s in verdicts.router_replay_signatures(runs)] == ["no runs"] * 6

@@ -257,6 +257,39 @@ def semi_online_signatures(runs) -> list[Signature]:
     return out
 
 
+R3_PAPER = {"kl": "Qwen3-30B-A3B: train-inference KL 1.5e-3 without R3, 7.5e-4 with it", "f2": "fewer tokens with "
+            "max(rho, 1/rho) > 2 with R3", "score": "R3 stable and best; GRPO without it collapses; R3 beats GSPO, TIS"}
+
+
+def router_replay_signatures(runs) -> list[Signature]:
+    """Chapter 6 (arXiv 2510.11370), the rollout engine mismatched: R3 lowers the train-vs-rollout KL and F(2) (means
+    over updates), scores no worse than GRPO without it (non-inferiority at MATCH_BOUND), falls less from its peak,
+    and beats GSPO and TIS."""
+    by = {}
+    for run in runs:
+        by.setdefault(run.config.objective + ("+r3" if run.config.router_replay else ""), []).append(run)
+    r3, grpo = by.get("grpo+r3", []), by.get("grpo", [])
+    claims = [("R3 lowers the train-vs-rollout KL (k3)", R3_PAPER["kl"]), ("R3 leaves fewer extreme tokens, F(2)",
+              R3_PAPER["f2"]), ("R3 scores at least as well as GRPO without it", R3_PAPER["score"]),
+              ("R3 falls less from its peak than GRPO without it", R3_PAPER["score"])]
+    if not (r3 and grpo):
+        out = [_missing(claim, paper) for claim, paper in claims]
+    else:
+        out = []
+        for (claim, paper), key in zip(claims, ("kl_k3", "f2")):
+            a, b = per_seed(grpo, lambda r: token_share(r, key)), per_seed(r3, lambda r: token_share(r, key))
+            out.append(Signature(claim, paper, f"mean over updates {a.mean:.2e} without, {b.mean:.2e} with R3; "
+                                 f"difference {(a - b).mean:.2e} ± {(a - b).se:.2e} (n={(a - b).n})",
+                                 stats.verdict(a - b)))
+        d, fall = difference(r3, grpo), difference(grpo, r3, lambda r: smoothed_peak(r) - stats.score(r))
+        out.append(Signature(*claims[2], f"score difference {d}; no worse = above -{MATCH_BOUND}",
+                             stats.verdict(d, +1, -MATCH_BOUND)))
+        out.append(Signature(*claims[3], f"best 3-evaluation mean minus score, without minus with R3: {fall}",
+                             stats.verdict(fall)))
+    return out + [_better(f"R3 beats {o.upper()}", R3_PAPER["score"], r3, by.get(o, []), "score difference")
+                  for o in ("gspo", "tis")]
+
+
 def markdown(signatures: list[Signature]) -> str:
     rows = ["| the paper found | the paper reports | we observe | verdict |", "|---|---|---|---|"]
     cell = lambda text: text.replace("|", "\\|")  # |r-1| inside a table cell

@@ -1,0 +1,136 @@
+"""Chapter 6 (R3, "Stabilizing MoE Reinforcement Learning by Aligning Training and Inference Routers", arXiv
+2510.11370): the routing mismatch measured on a model, and the training runs with and without router replay.
+
+`mismatch` samples one rollout batch the way the trainer does (an engine copy, router-logit noise, the experts
+recorded) and measures, against the float32 training forward, the routing mismatch, the train-vs-rollout k3 KL
+and F(2), without and with replay. The figures read stored runs. The only numbers written here are the paper's
+(`PAPER`).
+"""
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+
+from ..losspath import sequence_inputs, token_stats
+from ..rollout import rollout
+from ..router_replay import (NOT_ROUTED, RoutingRecorder, engine_copy, extreme_fraction, own_experts,
+                             predicting_positions, routing_mismatch)
+from .m2po import aggregate, finish, group_runs
+from .style import axis_label
+
+# Qwen3-30B-A3B (the paper's Fig. 1 and section 4): train-vs-inference KL without and with R3
+PAPER = {"kl": "1.5e-3 without R3, 7.5e-4 with R3 (Qwen3-30B-A3B)",
+         "f2": "fewer tokens with max(rho, 1/rho) > 2 with R3 (its Fig. 1)",
+         "stability": "R3 trains stably and ends best; GRPO without it collapses; R3 beats GSPO and TIS alone"}
+VARIANT_COLORS = {"grpo": "tab:blue", "grpo+r3": "tab:green", "tis": "tab:orange", "gspo": "tab:purple"}
+METRICS = {"routing_mismatch": ("Routing mismatch (rollout vs trainer)", "share of (token, layer) decisions"),
+           "f2": ("Extreme tokens F(2)", "share of response tokens"),
+           "kl_k3": ("Train-vs-rollout KL", "KL, k3 estimate (nats)")}
+
+
+def variant(run) -> str:
+    """A chapter-6 run's name in the figures: its objective, with "+r3" when it replays the routing."""
+    return run.config.objective + ("+r3" if run.config.router_replay else "")
+
+
+def _log_ratio_stats(logp, batch) -> dict:
+    mask = batch.response_mask
+    log_ratio = (logp.detach() - batch.behavior_logp) * mask
+    kl = ((torch.exp(log_ratio) - 1 - log_ratio) * mask).sum() / mask.sum()
+    return {"kl_k3": kl.item(), "f2": extreme_fraction(logp, batch.behavior_logp, mask)}
+
+
+@torch.no_grad()
+def mismatch(model, tokenizer, task, problems, group_size: int, max_new_tokens: int, noise: float = 0.0,
+             dtype: str = "bfloat16", seed: int = 0) -> tuple[dict, object]:
+    """({routing_mismatch, routing_mismatch_layers, kl_k3, f2, kl_k3_r3, f2_r3}, the rollout batch): one rollout
+    batch sampled as the trainer samples it, against the float32 training forward without and with replay."""
+    policy = engine_copy(model, dtype)
+    recorder = RoutingRecorder(policy, noise, torch.Generator().manual_seed(seed + 1))
+    batch = rollout(policy, tokenizer, task, problems, group_size, max_new_tokens, 1.0,
+                    torch.Generator().manual_seed(seed), policy_version=0, router=recorder)
+    own = own_experts(model, lambda: model(**sequence_inputs(model, batch)))
+    layers = routing_mismatch(batch.routing, own, predicting_positions(batch.prompt_ids.shape[1],
+                                                                        batch.response_mask))
+    out = {"noise": noise, "routing_mismatch": float(np.mean(layers)), "routing_mismatch_layers": layers}
+    for replay, suffix in ((False, ""), (True, "_r3")):
+        batch.replay_routing = replay
+        stats = _log_ratio_stats(token_stats(model, batch, 1.0, "reference")[0], batch)
+        out.update({key + suffix: value for key, value in stats.items()})
+    batch.replay_routing = False
+    return out, batch
+
+
+def token_routes(model, batch, row: int = 0, layer: int = 0) -> dict:
+    """The experts of one rollout row at one layer, position by position: the rollout's, the trainer's own (float32
+    forward), and which positions flipped; only positions whose output predicts a response token."""
+    own = own_experts(model, lambda: model(**sequence_inputs(model, batch.select([row]))))[layer]
+    recorded = batch.routing[row, layer].long()
+    keep = predicting_positions(batch.prompt_ids.shape[1], batch.response_mask[row:row + 1])[0]
+    keep &= recorded[:, 0] != NOT_ROUTED
+    ids = torch.cat([batch.prompt_ids[row], batch.response_ids[row]])
+    return {"positions": keep.nonzero()[:, 0].tolist(), "tokens": ids[keep].tolist(),
+            "rollout": recorded[keep].tolist(), "trainer": own[keep].tolist(),
+            "flipped": [sorted(a) != sorted(b) for a, b in zip(recorded[keep].tolist(), own[keep].tolist())]}
+
+
+def routes_figure(routes: dict, tokenizer, num_experts: int, layer: int = 0):
+    """Which experts each token went to at rollout (filled squares) and in the trainer (rings); flipped tokens
+    shaded."""
+    n = len(routes["tokens"])
+    fig, ax = plt.subplots(figsize=(max(6, 0.5 * n + 2), 4))
+    for x, (a, b, flip) in enumerate(zip(routes["rollout"], routes["trainer"], routes["flipped"])):
+        if flip:
+            ax.axvspan(x - 0.5, x + 0.5, color="tab:red", alpha=0.12, lw=0)
+        ax.scatter([x] * len(a), a, marker="s", s=150, color="tab:blue", label="rollout (bfloat16 engine)" if x == 0 else None)
+        ax.scatter([x] * len(b), b, marker="o", s=260, facecolors="none", edgecolors="black", lw=1.8,
+                   label="trainer (float32, full sequence)" if x == 0 else None)
+    labels = [repr(tokenizer.decode([t]))[1:-1] or "␣" for t in routes["tokens"]]
+    ax.set_xticks(range(n), labels)
+    ax.set_yticks(range(num_experts))
+    ax.set(xlabel="input token at the position (its output predicts the next response token)", ylabel="expert",
+           title=f"Experts chosen at layer {layer}, token by token (shaded: the two disagree)",
+           ylim=(-0.7, num_experts - 0.3))
+    return finish(fig, ax, ncols=2)
+
+
+def dose_figure(rows: list[dict]):
+    """Routing mismatch, KL and F(2) against the router-logit noise, without and with replay."""
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.4))
+    noise = [r["noise"] for r in rows]
+    axes[0].plot(noise, [r["routing_mismatch"] for r in rows], "o-", color="black", label="routing mismatch")
+    for ax, key in zip(axes[1:], ("kl_k3", "f2")):
+        ax.plot(noise, [r[key] for r in rows], "o-", color=VARIANT_COLORS["grpo"], label="trainer routes itself")
+        ax.plot(noise, [r[key + "_r3"] for r in rows], "s--", color=VARIANT_COLORS["grpo+r3"],
+                label="trainer replays the rollout's experts (R3)")
+    for ax, key in zip(axes, ("routing_mismatch", "kl_k3", "f2")):
+        ax.set(xlabel="std of the router-logit noise at rollout", ylabel=METRICS[key][1], title=METRICS[key][0])
+    axes[1].set_yscale("log")
+    fig.suptitle("How much the rollout and the trainer disagree, by the dose of router noise (bfloat16 engine)")
+    return finish(fig, axes, ncols=3)
+
+
+def training_curves(runs, metrics=("kl_k3", "f2", "clip_frac", "eval_greedy_acc", "grad_norm"), window: int = 10):
+    """One panel per metric over model updates, one line per variant (mean over seeds, band: min-max)."""
+    fig, axes = plt.subplots(1, len(metrics), figsize=(4.6 * len(metrics), 4.2), squeeze=False)
+    for ax, metric in zip(axes[0], metrics):
+        for name, seeds in group_runs(runs, key=variant).items():
+            w = 1 if metric.startswith("eval") else window
+            x, mean, low, high = aggregate(seeds, metric, w)
+            color = VARIANT_COLORS.get(name)
+            ax.plot(x, mean, color=color, marker="o" if metric.startswith("eval") else None, ms=4,
+                    label=f"{name} ({len(seeds)} seed{'s' * (len(seeds) > 1)})")
+            if len(seeds) > 1:
+                ax.fill_between(x, low, high, color=color, alpha=0.15, lw=0)
+        label = METRICS.get(metric, (None, axis_label(metric)))[1] if metric in METRICS else axis_label(metric)
+        ax.set(title=METRICS.get(metric, (_TITLES.get(metric, metric),))[0], xlabel="model updates", ylabel=label)
+        if metric in ("kl_k3", "grad_norm"):
+            ax.set_yscale("log")
+    fig.suptitle(f"Training with and without router replay (lines: mean over seeds; band: min-max; "
+                 f"training metrics as a {window}-update mean)")
+    return finish(fig, axes[0], ncols=4)
+
+
+_TITLES = {"clip_frac": "Clipped tokens", "eval_greedy_acc": "Greedy accuracy (held-out)",
+           "grad_norm": "Gradient norm (before clipping)", "eval_sampled_acc": "Sampled accuracy (held-out)"}
