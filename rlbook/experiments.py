@@ -135,7 +135,7 @@ def router_run(profile: str = "auto", variant: str = "grpo", seed: int = 0, **ch
 
 def router_replay_sweep(profile: str = "auto") -> list[RunConfig]:
     profile = resolve_profile(profile)
-    return [router_run(profile, v, seed) for v in ROUTER_VARIANTS for seed in SEEDS[profile]]
+    return [router_run(profile, v, seed) for seed in SEEDS[profile] for v in ROUTER_VARIANTS]  # whole seeds first
 
 
 SWEEPS = {"grpo": lambda p: [grpo_from_scratch(p, s) for s in DECISIVE_SEEDS[resolve_profile(p)]],

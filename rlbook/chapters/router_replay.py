@@ -16,8 +16,10 @@ from ..losspath import sequence_inputs, token_stats
 from ..rollout import rollout
 from ..router_replay import (NOT_ROUTED, RoutingRecorder, engine_copy, extreme_fraction, own_experts,
                              predicting_positions, routing_mismatch)
+from .. import stats
 from .m2po import aggregate, finish, group_runs
-from .style import axis_label
+from .style import METRICS as STYLE_METRICS
+from .verdicts import token_share
 
 # Qwen3-30B-A3B (the paper's Fig. 1 and section 4): train-vs-inference KL without and with R3
 PAPER = {"kl": "1.5e-3 without R3, 7.5e-4 with R3 (Qwen3-30B-A3B)",
@@ -26,7 +28,9 @@ PAPER = {"kl": "1.5e-3 without R3, 7.5e-4 with R3 (Qwen3-30B-A3B)",
 VARIANT_COLORS = {"grpo": "tab:blue", "grpo+r3": "tab:green", "tis": "tab:orange", "gspo": "tab:purple"}
 METRICS = {"routing_mismatch": ("Routing mismatch (rollout vs trainer)", "share of (token, layer) decisions"),
            "f2": ("Extreme tokens F(2)", "share of response tokens"),
-           "kl_k3": ("Train-vs-rollout KL", "KL, k3 estimate (nats)")}
+           "kl_k3": ("Train-vs-rollout KL", "KL, k3 estimate (nats)"),
+           "grad_norm": ("Gradient norm (before clipping)", "L2 norm of the gradient"),
+           "clip_frac": ("Clipped tokens", "share of response tokens")}
 
 
 def variant(run) -> str:
@@ -75,6 +79,15 @@ def token_routes(model, batch, row: int = 0, layer: int = 0) -> dict:
             "flipped": [sorted(a) != sorted(b) for a, b in zip(recorded[keep].tolist(), own[keep].tolist())]}
 
 
+def most_flipped(model, batch, layer: int = 0) -> int:
+    """The row of a batch with the most flipped routing decisions at `layer` (positions predicting a response token)."""
+    recorded = batch.routing[:, layer].long()
+    own = own_experts(model, lambda: model(**sequence_inputs(model, batch)))[layer].view(recorded.shape).cpu()
+    flipped = (own.sort(-1).values != recorded.sort(-1).values).any(-1)
+    flipped &= predicting_positions(batch.prompt_ids.shape[1], batch.response_mask) & (recorded[..., 0] != NOT_ROUTED)
+    return int(flipped.sum(1).argmax())
+
+
 def routes_figure(routes: dict, tokenizer, num_experts: int, layer: int = 0):
     """Which experts each token went to at rollout (filled squares) and in the trainer (rings); flipped tokens
     shaded."""
@@ -86,7 +99,7 @@ def routes_figure(routes: dict, tokenizer, num_experts: int, layer: int = 0):
         ax.scatter([x] * len(a), a, marker="s", s=150, color="tab:blue", label="rollout (bfloat16 engine)" if x == 0 else None)
         ax.scatter([x] * len(b), b, marker="o", s=260, facecolors="none", edgecolors="black", lw=1.8,
                    label="trainer (float32, full sequence)" if x == 0 else None)
-    labels = [repr(tokenizer.decode([t]))[1:-1] or "␣" for t in routes["tokens"]]
+    labels = [repr(tokenizer.decode([t]))[1:-1].replace(" ", "space") for t in routes["tokens"]]
     ax.set_xticks(range(n), labels)
     ax.set_yticks(range(num_experts))
     ax.set(xlabel="input token at the position (its output predicts the next response token)", ylabel="expert",
@@ -111,26 +124,70 @@ def dose_figure(rows: list[dict]):
     return finish(fig, axes, ncols=3)
 
 
-def training_curves(runs, metrics=("kl_k3", "f2", "clip_frac", "eval_greedy_acc", "grad_norm"), window: int = 10):
-    """One panel per metric over model updates, one line per variant (mean over seeds, band: min-max)."""
-    fig, axes = plt.subplots(1, len(metrics), figsize=(4.6 * len(metrics), 4.2), squeeze=False)
-    for ax, metric in zip(axes[0], metrics):
+def _label(metric: str) -> tuple[str, str]:
+    """(title, axis label with unit) of a metric."""
+    return {**STYLE_METRICS, **METRICS}.get(metric, (metric, metric))
+
+
+def training_curves(runs, metrics=("kl_k3", "f2", "routing_mismatch", "clip_frac", "eval_greedy_acc", "grad_norm"),
+                    window: int = 10):
+    """One panel per metric over model updates (3 per row), one line per variant (mean over seeds, band: min-max)."""
+    rows = -(-len(metrics) // 3)
+    fig, axes = plt.subplots(rows, 3, figsize=(15, 4.2 * rows), squeeze=False)
+    for ax in axes.flat[len(metrics):]:
+        ax.remove()
+    for ax, metric in zip(axes.flat, metrics):
+        w = 1 if metric.startswith("eval") else window
         for name, seeds in group_runs(runs, key=variant).items():
-            w = 1 if metric.startswith("eval") else window
             x, mean, low, high = aggregate(seeds, metric, w)
-            color = VARIANT_COLORS.get(name)
-            ax.plot(x, mean, color=color, marker="o" if metric.startswith("eval") else None, ms=4,
+            ax.plot(x, mean, color=VARIANT_COLORS.get(name), marker="o" if w == 1 else None, ms=4,
                     label=f"{name} ({len(seeds)} seed{'s' * (len(seeds) > 1)})")
             if len(seeds) > 1:
-                ax.fill_between(x, low, high, color=color, alpha=0.15, lw=0)
-        label = METRICS.get(metric, (None, axis_label(metric)))[1] if metric in METRICS else axis_label(metric)
-        ax.set(title=METRICS.get(metric, (_TITLES.get(metric, metric),))[0], xlabel="model updates", ylabel=label)
+                ax.fill_between(x, low, high, color=VARIANT_COLORS.get(name), alpha=0.15, lw=0)
+        ax.set(title=_label(metric)[0], xlabel="model updates", ylabel=_label(metric)[1])
         if metric in ("kl_k3", "grad_norm"):
             ax.set_yscale("log")
-    fig.suptitle(f"Training with and without router replay (lines: mean over seeds; band: min-max; "
-                 f"training metrics as a {window}-update mean)")
-    return finish(fig, axes[0], ncols=4)
+    fig.suptitle(f"Training with and without router replay (mean over seeds, band: min-max; training metrics: "
+                 f"{window}-update mean)")
+    return finish(fig, axes.flat[:len(metrics)], ncols=4)
 
 
-_TITLES = {"clip_frac": "Clipped tokens", "eval_greedy_acc": "Greedy accuracy (held-out)",
-           "grad_norm": "Gradient norm (before clipping)", "eval_sampled_acc": "Sampled accuracy (held-out)"}
+def score_table(runs) -> str:
+    """Markdown: per variant, the score (mean of the last 3 evaluations) and the means over updates of the routing
+    mismatch, KL, F(2) and clipped share, each as seed mean ± standard error."""
+    keys = ("routing_mismatch", "kl_k3", "f2", "clip_frac")
+    rows = ["| variant | seeds | greedy score | routing mismatch | KL (k3) | F(2) | clipped |", "|---" * 7 + "|"]
+    for name, seeds in group_runs(runs, key=variant).items():
+        score = stats.estimate([stats.score(r) for r in seeds])
+        means = [stats.estimate([token_share(r, k) for r in seeds]) for k in keys]
+        text = [f"{e.mean:.2e} ± {e.se:.1e}" if k == "kl_k3" else f"{100 * e.mean:.2f}% ± {100 * e.se:.2f}"
+                for k, e in zip(keys, means)]
+        rows.append(f"| {name} | {len(seeds)} | {score.mean:.3f} ± {score.se:.3f} | {' | '.join(text)} |")
+    return "\n".join(rows)
+
+
+def explorer(sources: dict, metrics=("eval_greedy_acc", "eval_sampled_acc", "kl_k3", "f2", "routing_mismatch",
+                                      "clip_frac", "grad_norm", "reward")):
+    """In-page explorer: pick a set of runs (this notebook's, the reference runs) and a metric; one line per
+    variant (mean over seeds; training metrics as a 10-update mean)."""
+    from .replay import Control, build, line
+
+    sources = {name: runs for name, runs in sources.items() if runs}
+
+    def view(source, metric):
+        traces = []
+        for name, seeds in group_runs(sources[source], key=variant).items():
+            x, mean, _, _ = aggregate(seeds, metric, 1 if metric.startswith("eval") else 10)
+            traces.append(line(x, mean, f"{name} ({len(seeds)} seed{'s' * (len(seeds) > 1)})",
+                               VARIANT_COLORS.get(name), markers=metric.startswith("eval")))
+        log = metric in ("kl_k3", "grad_norm")
+        return {"data": traces, "layout": {"title": {"text": f"{_label(metric)[0]}: {source}"},
+                                           "xaxis": {"title": {"text": "model updates"}},
+                                           "yaxis": {"title": {"text": _label(metric)[1]},
+                                                     **({"type": "log"} if log else {})}}}
+
+    controls = [Control("source", "runs", list(sources)),
+                Control("metric", "metric", list(metrics), labels={m: _label(m)[0] for m in metrics})]
+    return build("Explore the router-replay runs (stored runs, replayed in the page)",
+                 "Pick the runs and a metric: one line per variant (mean over seeds). Look at the gap between "
+                 "grpo and grpo+r3 in KL and F(2), and whether it shows in accuracy.", controls, view)
