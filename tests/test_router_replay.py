@@ -179,3 +179,23 @@ def test_trainer_rows_carry_the_mismatch_and_replay_lowers_it(tmp_path):
         assert math.isclose(without["routing_mismatch"], sum(without["routing_mismatch_layers"]) / 4)
         assert 0 <= without["f2"] <= 1 and with_r3["kl_k3"] < without["kl_k3"]
     assert rows[False][0]["routing_mismatch"] == rows[True][0]["routing_mismatch"]  # the same first rollout
+
+
+def test_an_interrupted_replay_run_resumes_exactly(tmp_path, monkeypatch):
+    """Routing noise is drawn per step from its own seeded stream, and the recorded routing travels in the
+    checkpoint's queue (staleness 4): a resumed run continues as the uninterrupted one."""
+    from rlbook.runs import RunStore
+    from test_trainer import interrupt_on_append, train, untimed
+
+    config = RunConfig(experiment="t", preset="nano-moe-tiny", init="scratch", finetune="full", lr=1e-3,
+                       prompts_per_step=4, group_size=4, total_updates=6, updates_per_step=2, staleness=2,
+                       eval_every=3, eval_size=8, max_new_tokens=6, checkpoint_every=2, rollout_dtype="bfloat16",
+                       router_noise=1.0, router_replay=True)
+    reference = untimed(train(config, tmp_path / "ref").metrics)
+    assert reference[-1]["routing_mismatch"] > 0
+    with monkeypatch.context() as m:
+        interrupt_on_append(m, 6)  # while writing update 5's row; the checkpoint is at update 4
+        with pytest.raises(KeyboardInterrupt):
+            train(config, tmp_path / "store")
+    assert torch.load(RunStore(tmp_path / "store").find(config).path / "state.pt", weights_only=False)["update"] == 4
+    assert untimed(train(config, tmp_path / "store").metrics) == reference
