@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from learning_gain import save_result  # noqa: E402
 
 from rlbook import stats  # noqa: E402
-from rlbook.experiments import grpo_from_scratch, lopti_run, stale_run  # noqa: E402
+from rlbook.experiments import grpo_from_scratch, lopti_run, semi_online_run, stale_run  # noqa: E402
 from rlbook.replay import run_or_load  # noqa: E402
 from rlbook.runs import RunStore, default_root  # noqa: E402
 
@@ -80,6 +80,14 @@ SETS = {
         ("kk scratchpad lora lr2e-3", ch4(lr=2e-3, total_updates=300, eval_every=50, eval_samples=1,
                                           task_params={"num_people": [2, 3], "scratchpad": True})),
     ],
+    # Chapter 7: does online DPO learn the arithmetic task at all (rate and beta), and does offline GRPO fall behind?
+    "semi-online": lambda: [
+        ("dpo online lr5e-4 b0.1", semi_online_run("cpu", "dpo", 1, total_updates=200)),
+        ("dpo online lr1e-4 b0.1", semi_online_run("cpu", "dpo", 1, total_updates=200, lr=1e-4)),
+        ("grpo offline lr5e-4", semi_online_run("cpu", "grpo", 0, total_updates=200)),
+        ("dpo online lr5e-4 b0.5", semi_online_run("cpu", "dpo", 1, total_updates=200,
+                                                   objective_params={"beta": 0.5})),
+    ],
     # Chapter 2: how far does the policy drift (M2 of stale data) per update of lag, and does staleness hurt?
     "stale": lambda: [
         ("grpo s0", ch2("grpo", 0)),
@@ -96,7 +104,8 @@ def summarize(label: str, run) -> dict:
     rows = [r for r in run.metrics if r["update"] > 0]
     mean = lambda key: statistics.fmean(r[key] for r in rows if r.get(key) is not None) if rows else float("nan")
     c = run.config
-    return {"label": label, "run": run.path.name, "seed": c.seed, "objective": c.objective, "staleness": c.staleness,
+    return {"label": label, "run": run.path.name, "seed": c.seed, "objective": c.objective, "staleness": c.staleness, "sync_every": c.sync_every,
+            "objective_params": c.objective_params,
             "finetune": c.finetune, "lr": c.lr, "prompts_per_step": c.prompts_per_step,
             "updates_per_step": c.updates_per_step, "total_updates": c.total_updates,
             "base": stats.base_score(run), "score": stats.score(run), "gain": stats.score(run) - stats.base_score(run),

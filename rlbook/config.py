@@ -43,8 +43,10 @@ FIELD_HELP = {
     "group_size": "completions per prompt; advantages are rewards relative to their group (>= 2)",
     "temperature": "sampling temperature of the rollouts and of the sampled accuracy",
     "max_new_tokens": "completion length limit in tokens (0: 25% more than the task's longest trace)",
-    "objective": "policy-gradient objective (rlbook.objectives.OBJECTIVES)",
-    "objective_params": "JSON object of the objective's hyper-parameters, e.g. {\"tau\": 0.04} (m2po)",
+    "objective": "policy-gradient objective (rlbook.objectives.OBJECTIVES) or dpo (online DPO on each group's best "
+                 "and worst completion, rlbook.dpo; finetune=lora: the reference is the model with adapters off)",
+    "objective_params": "JSON object of the objective's hyper-parameters, e.g. {\"tau\": 0.04} (m2po), "
+                        "{\"beta\": 0.1} (dpo)",
     "total_updates": "model updates (optimizer steps) of the run",
     "updates_per_step": "mini-batches per rollout batch (M2PO: 4), each sample used once per epoch",
     "epochs": "passes over each rollout batch",
@@ -138,6 +140,7 @@ class RunConfig:
     warm_start: dict = field(default_factory=dict)
 
     def __post_init__(self):
+        from .dpo import check_dpo_params
         from .models import PRESETS
         from .objectives import OBJECTIVES, check_objective_params
         from .staleness import queue_depth
@@ -153,12 +156,15 @@ class RunConfig:
             raise ValueError("experiment='warmstart' is reserved for the cache of warm starts; choose another name")
         _choose("preset", self.preset, list(PRESETS))
         _choose("task", self.task, list(TASKS))
-        _choose("objective", self.objective, list(OBJECTIVES))
+        _choose("objective", self.objective, [*OBJECTIVES, "dpo"])
         _choose("finetune", self.finetune, FINETUNE)
         _choose("fused_ratio", self.fused_ratio, FUSED_RATIO)
         _check_task(self.task, self.task_params)
         try:
-            check_objective_params(self.objective, self.objective_params)
+            if self.objective == "dpo":
+                check_dpo_params(self.objective_params)
+            else:
+                check_objective_params(self.objective, self.objective_params)
         except ValueError as error:
             raise ValueError(f"objective_params={self.objective_params!r}: {error}") from None
         _check_warm_start(self.warm_start)
@@ -173,6 +179,8 @@ class RunConfig:
                              "experts")
         if self.sampling_graph:
             _check_sampling_graph(self)
+        if self.objective == "dpo":
+            _check_dpo(self)
         _check_rollout_engine(self)
         if self.micro_batch_size < 0:
             raise ValueError(f"micro_batch_size={self.micro_batch_size} must be >= 0 (0: the whole mini-batch in one "
@@ -277,6 +285,16 @@ def _check_sampling_graph(config: "RunConfig") -> None:
         raise ValueError(f"sampling_graph=True backpropagates through the sampling pass, so it needs {needed}, a "
                          f"dense preset and an objective without a proximal policy (not tis/decoupled); got {wrong}, "
                          f"preset={config.preset!r}, objective={config.objective!r}")
+
+
+def _check_dpo(config: "RunConfig") -> None:
+    """Online DPO pairs whole groups of one mini-batch and takes the model with its LoRA adapters switched off as
+    the reference policy; the token-level knobs of the policy-gradient objectives do not apply to it."""
+    needed = {"finetune": "lora", "micro_batch_size": 0, "ar_alpha": 0.0, "lopti_eta": 0.0, "sampling_graph": False}
+    wrong = {k: getattr(config, k) for k, v in needed.items() if getattr(config, k) != v}
+    if wrong:
+        raise ValueError(f"objective='dpo' needs {needed} (the reference policy is the model with its adapters off; "
+                         f"pairs are whole groups of one pass); got {wrong}")
 
 
 def _check_rollout_engine(config: "RunConfig") -> None:

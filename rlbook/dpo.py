@@ -13,6 +13,18 @@ switched off). A batch with no pair has loss 0 (still differentiable, gradient 0
 import torch
 import torch.nn.functional as F
 
+DPO_DEFAULTS = {"beta": 0.1}  # the trainer's objective "dpo": objective_params may set beta (> 0)
+
+
+def check_dpo_params(params):
+    """objective_params of the trainer's "dpo" objective: only beta, a number > 0."""
+    unknown = sorted(set(params) - set(DPO_DEFAULTS))
+    if unknown:
+        raise ValueError(f"unknown parameter(s) {unknown} for objective 'dpo'; valid parameters: beta")
+    beta = params.get("beta", DPO_DEFAULTS["beta"])
+    if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not beta > 0:
+        raise ValueError(f"beta={beta!r} is invalid; it must be a number > 0")
+
 
 def dpo_pairs(rewards, group_size):
     """(chosen, rejected) row indices, one pair per group whose rewards differ; `rewards` is [B], B = groups * G."""

@@ -138,8 +138,39 @@ def router_replay_sweep(profile: str = "auto") -> list[RunConfig]:
     return [router_run(profile, v, seed) for seed in SEEDS[profile] for v in ROUTER_VARIANTS]  # whole seeds first
 
 
+# Chapter 7 (semi-online RL, arXiv 2506.21495): chapter 1's GRPO, and online DPO on the same rollouts, with the
+# generator synced every k updates (1: online; 0: never, offline from the warm start). The paper's semi-online DPO
+# syncs every 10 and 100 steps; our policy drifts faster per update (chapter 2), so k = 10 already lags like a large
+# staleness there and k = 100 (a quarter of the cpu run) is the strong dose.
+SYNC_EVERY = {"smoke": [1, 10, 0], "cpu": [1, 10, 100, 0], "standard": [1, 10, 100, 0], "paper": [1, 10, 100, 0]}
+SEMI_ONLINE_OBJECTIVES = ("grpo", "dpo")
+SEMI_ONLINE_BUDGET = {"smoke": dict(total_updates=30, eval_every=10), "cpu": dict(total_updates=400)}
+
+
+def semi_online_run(profile: str = "auto", objective: str = "grpo", sync_every: int = 1, seed: int = 0,
+                    **changes) -> RunConfig:
+    """Chapter 7: one run of GRPO or online DPO whose rollouts come from a copy of the policy synced every
+    `sync_every` updates (0: never)."""
+    profile = resolve_profile(profile)
+    if objective not in SEMI_ONLINE_OBJECTIVES:
+        raise ValueError(f"unknown objective {objective!r} for chapter 7; choose one of: "
+                         f"{', '.join(SEMI_ONLINE_OBJECTIVES)}")
+    label = "offline" if sync_every == 0 else f"sync{sync_every}"
+    values = {**BASE[profile], **SEMI_ONLINE_BUDGET.get(profile, {}), "experiment": "07_semi_online",
+              "objective": objective, "sync_every": sync_every, "seed": seed,
+              "name": f"{objective}-{label}-{profile}-seed{seed}"}
+    return RunConfig.from_dict({**values, **changes})
+
+
+def semi_online_sweep(profile: str = "auto") -> list[RunConfig]:
+    profile = resolve_profile(profile)
+    return [semi_online_run(profile, o, k, seed) for seed in SEEDS[profile] for o in SEMI_ONLINE_OBJECTIVES
+            for k in SYNC_EVERY[profile]]  # whole seeds first
+
+
 SWEEPS = {"grpo": lambda p: [grpo_from_scratch(p, s) for s in DECISIVE_SEEDS[resolve_profile(p)]],
-          "staleness": staleness_sweep, "tau": tau_sweep, "lopti": lopti_sweep, "router_replay": router_replay_sweep}
+          "staleness": staleness_sweep, "tau": tau_sweep, "lopti": lopti_sweep, "router_replay": router_replay_sweep,
+          "semi_online": semi_online_sweep}
 
 
 def sweep(name: str, profile: str = "auto") -> list[RunConfig]:

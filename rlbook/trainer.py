@@ -33,6 +33,7 @@ from .tasks import make_task
 from .token_stats import summarize
 from .versions import TRAINING_VERSION
 
+TIMING_KEYS = ("wall_time_s", "tokens_per_s", "update_s", "sample_s")  # a row's clock readings (vary run to run)
 PROXIMAL_OBJECTIVES = ("tis", "decoupled")  # they need the policy of the step's start (recomputed once per step)
 warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*")
 
@@ -238,8 +239,10 @@ def train(config: RunConfig, run: Run, progress: bool = True) -> None:
     bar = progress_bar(None, progress, total=config.total_updates, initial=update,
                        desc=f"{config.name} ({config.objective}, s={config.staleness})")
     for step in range(update // per_batch, total_steps):
+        tic = time.time()
         if step + depth < total_steps:  # a batch that would only be trained after the run ends is never sampled
             queue.append(sample_batch(step))
+        sample_s = time.time() - tic  # generation (and, semi-online, swapping the generator's weights in and out)
         batch = queue.popleft()
         advantages = group_advantages(batch.rewards, config.group_size, config.normalize_adv_std)
         prox = no_grad_stats(model, batch, config, path)[0] if config.objective in PROXIMAL_OBJECTIVES else None
@@ -257,6 +260,8 @@ def train(config: RunConfig, run: Run, progress: bool = True) -> None:
                                         config, path, update + 1))
                 update += 1
                 row["tokens_per_s"] = mini.response_mask.sum().item() / (time.time() - tic)
+                row["update_s"], row["sample_s"] = time.time() - tic, sample_s
+                sample_s = 0.0  # a step's generation is charged to its first update
                 if update % config.eval_every == 0 or update == config.total_updates:
                     row.update(evaluation(update))
                 row["wall_time_s"] = time.time() - start_time

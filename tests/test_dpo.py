@@ -64,3 +64,78 @@ def test_dpo_rejects_bad_beta():
     logp = torch.zeros(2, 1, dtype=F64)
     with pytest.raises(ValueError, match="beta"):
         dpo_loss(logp, logp, torch.ones(2, 1), torch.tensor([0]), torch.tensor([1]), beta=0.0)
+
+
+# ---- the trainer's objective "dpo" (rlbook.losspath.preference_loss) ----
+
+from rlbook.config import RunConfig  # noqa: E402
+from rlbook.losspath import loss_and_tokens, token_logprobs  # noqa: E402
+from rlbook.models import add_lora, build_model  # noqa: E402
+from rlbook.rollout import Rollout  # noqa: E402
+from test_trainer import per_update, shaped, tiny, train  # noqa: E402,F401 (fixture)
+
+GROUPS, G, P, C = 3, 4, 5, 6
+
+
+def grouped_rollout(vocab: int) -> Rollout:
+    """3 groups of 4: group 0 has a pair (rows 1 chosen, 0 rejected), group 1 is all correct (no pair), group 2 has
+    a pair (rows 8 chosen, 10 rejected); responses of mixed lengths."""
+    g = torch.Generator().manual_seed(1)
+    prompt_mask = torch.ones(GROUPS * G, P, dtype=torch.long)
+    prompt_ids = torch.randint(1, vocab, (GROUPS, P), generator=g).repeat_interleave(G, 0)
+    lengths = torch.randint(1, C + 1, (GROUPS * G,), generator=g)
+    response_mask = (torch.arange(C)[None] < lengths[:, None]).float()
+    rewards = torch.tensor([0.0, 1.0, 1.0, 0.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.5, 0.0, 0.5])
+    return Rollout(prompt_ids, prompt_mask, torch.randint(1, vocab, (GROUPS * G, C), generator=g), response_mask,
+                   torch.zeros(GROUPS * G, C), rewards, rewards == 1.0, [""] * 12, [{}] * 12, 0)
+
+
+@pytest.fixture(scope="module")
+def adapted():
+    torch.manual_seed(0)
+    model = add_lora(build_model("nano-tiny", seed=0)[0])
+    for name, p in model.named_parameters():  # LoRA's B starts at 0: make the policy differ from the reference
+        if "lora_B" in name:
+            torch.nn.init.normal_(p, std=0.2)
+    return model
+
+
+def test_reference_is_the_model_with_its_adapters_off(adapted):
+    batch = grouped_rollout(adapted.config.vocab_size)
+    config = tiny(objective="dpo", group_size=G, objective_params={"beta": 0.3})
+    advantages = torch.ones(GROUPS * G, C)
+    loss, logp, _, flags = loss_and_tokens(adapted, batch, advantages, None, config, "reference")
+    with torch.no_grad(), adapted.disable_adapter():
+        ref_logp, _ = token_logprobs(adapted, batch, config.temperature)
+    expected = dpo_loss(logp, ref_logp, batch.response_mask, torch.tensor([1, 8]), torch.tensor([0, 10]), beta=0.3)
+    assert loss.item() == pytest.approx(expected.item(), rel=1e-6)
+    assert not torch.equal(logp.detach(), ref_logp)  # the adapters matter, so the check above is not vacuous
+    assert not any(f.any() for f in flags.values())  # DPO clips and masks nothing
+    loss.backward()
+    grads = {name: p.grad for name, p in adapted.named_parameters() if p.requires_grad}
+    assert all("lora" in name for name in grads) and any(g.abs().sum() > 0 for g in grads.values())
+
+
+@pytest.mark.usefixtures("shaped")
+def test_first_update_of_a_run_is_log_two_then_the_margin_moves(tmp_path):
+    """At LoRA's init the policy is its reference, so every pair's margin is 0 and the loss is log 2."""
+    rows = per_update(train(tiny(objective="dpo", total_updates=4, lr=0.05), tmp_path).metrics)
+    assert all(r["zero_std_frac"] < 1 for r in rows), "the shaped task's rewards should give every batch a pair"
+    assert rows[0]["loss"] == pytest.approx(math.log(2), abs=1e-6)
+    assert any(r["loss"] != pytest.approx(math.log(2), abs=1e-6) for r in rows[1:] if r["zero_std_frac"] < 1)
+
+
+@pytest.mark.parametrize("changes, match", [
+    ({"finetune": "full"}, "finetune"), ({"micro_batch_size": 2}, "micro_batch_size"),
+    ({"ar_alpha": 0.3}, "ar_alpha"), ({"lopti_eta": 0.5}, "lopti_eta"),
+    ({"objective_params": {"tau": 0.04}}, "valid parameters: beta"),
+    ({"objective_params": {"beta": 0}}, "beta=0"), ({"objective_params": {"beta": True}}, "beta=True"),
+])
+def test_bad_dpo_configs_are_refused(changes, match):
+    with pytest.raises(ValueError, match=match):
+        RunConfig(**{**tiny().__dict__, "objective": "dpo", **changes})
+
+
+def test_unknown_objective_lists_dpo():
+    with pytest.raises(ValueError, match="dpo"):
+        tiny(objective="ppo")

@@ -23,12 +23,12 @@ from rlbook.cli import main
 from rlbook.config import RunConfig
 from rlbook.replay import run_or_load
 from rlbook.runs import RunStore
+from rlbook.trainer import TIMING_KEYS as TIMING
 
 ROOT = Path(__file__).resolve().parent.parent
 SETTINGS = dict(experiment="faults", preset="nano-tiny", init="scratch", prompts_per_step=2, group_size=2,
                 total_updates=40, eval_every=5, eval_size=4, eval_samples=1, max_new_tokens=4, checkpoint_every=3)
 ARGV = ["train", *[arg for key, value in SETTINGS.items() for arg in (f"--{key.replace('_', '-')}", str(value))]]
-TIMING = ("wall_time_s", "tokens_per_s")
 KILLS = 10
 
 pytestmark = pytest.mark.usefixtures("one_thread")

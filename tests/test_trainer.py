@@ -19,11 +19,11 @@ from rlbook.objectives import OBJECTIVES
 from rlbook.replay import run_or_load
 from rlbook.runs import Run, RunStore
 from rlbook.tasks import make_task
+from rlbook.trainer import TIMING_KEYS as TIMING
 from shaped import ShapedTask
 
 TINY = dict(experiment="t", preset="nano-tiny", init="scratch", prompts_per_step=4, group_size=4, total_updates=4,
             eval_every=2, eval_size=8, checkpoint_every=1, max_new_tokens=6)
-TIMING = ("wall_time_s", "tokens_per_s")
 
 
 def tiny(**changes) -> RunConfig:

@@ -7,13 +7,13 @@ from rlbook.pretrain import WarmStartConfig, warm_start
 from rlbook.replay import run_or_load
 from rlbook.runs import RunStore
 from rlbook.tasks import make_task
+from rlbook.trainer import TIMING_KEYS as TIMING
 from shaped import ShapedTask
 
 WARM = dict(batch_size=8, max_steps=3, eval_every=3, validation_size=4, target_accuracy=None)
 RUN = dict(experiment="w", preset="nano-tiny", init="warm", task_params={"digits": [1, 2]}, prompts_per_step=4,
            group_size=4, total_updates=2, eval_every=2, eval_size=8, eval_samples=1, max_new_tokens=4,
            warm_start=WARM)
-TIMING = ("wall_time_s", "tokens_per_s")
 
 
 def metrics(run):
