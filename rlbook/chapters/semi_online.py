@@ -1,0 +1,161 @@
+"""Chapter 7 (semi-online RL, "Bridging Offline and Online Reinforcement Learning for LLMs", arXiv 2506.21495):
+reading the stored runs of GRPO and online DPO trained with the generator synced every k updates.
+
+A run's sync interval is `RunConfig.sync_every` (1: online; 0: never, offline from the warm start). Every metrics row
+records the lag of its batch's generator (`policy_lag`) and the seconds spent sampling (`sample_s`) and updating
+(`update_s`). The only numbers written here are the paper's (`PAPER`).
+"""
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from .. import stats
+from .m2po import aggregate, finish, group_runs
+from .style import METRICS as STYLE_METRICS
+
+PAPER = {"ordering": "semi-online DPO (sync every 10 or 100 steps) about as good as online; offline much worse "
+                     "(Llama-3.1-8B-Instruct, math and instruction following)"}
+OBJECTIVE_COLORS = {"grpo": "tab:blue", "dpo": "tab:red"}
+SYNC_STYLES = {1: "-", 0: ":"}  # online solid, offline dotted, semi-online dashed
+
+
+def sync_label(sync_every: int) -> str:
+    return {1: "online", 0: "offline"}.get(sync_every, f"sync every {sync_every}")
+
+
+def sync_order(sync_every: int) -> float:
+    """Online first, offline (never synced) last, semi-online by interval in between."""
+    return float("inf") if sync_every == 0 else sync_every
+
+
+def setting(run) -> tuple:
+    return run.config.objective, run.config.sync_every
+
+
+def grouped(runs) -> dict:
+    """{(objective, sync_every): [runs]}, objectives grpo then dpo, intervals online -> offline."""
+    groups = group_runs(runs, key=setting)
+    order = lambda key: (list(OBJECTIVE_COLORS).index(key[0]) if key[0] in OBJECTIVE_COLORS else 9, sync_order(key[1]))
+    return {key: groups[key] for key in sorted(groups, key=order)}
+
+
+def lag_figure(runs, updates: int = 250):
+    """The generator's lag at each update, one run per sync interval: the sawtooth of semi-online RL, the rising
+    line of offline training, online flat at 0."""
+    fig, ax = plt.subplots(figsize=(11, 4))
+    shown = set()
+    for (objective, sync), seeds in grouped(runs).items():
+        if sync in shown:
+            continue
+        shown.add(sync)
+        rows = [r for r in seeds[0].metrics if r["update"] > 0][:updates]
+        ax.plot([r["update"] for r in rows], [r["policy_lag"] for r in rows],
+                              ls=SYNC_STYLES.get(sync, "--"), label=sync_label(sync))
+    ax.set(title="How stale each batch's generator is, update by update", xlabel="model updates",
+           ylabel="generator lag (updates behind the policy)")
+    return finish(fig, ax, ncols=4)
+
+
+def accuracy_curves(runs, metric: str = "eval_greedy_acc"):
+    """One panel per objective: accuracy over updates, one line per sync interval (mean over seeds, band: min-max)."""
+    groups = grouped(runs)
+    objectives = list(dict.fromkeys(objective for objective, _ in groups))
+    fig, axes = plt.subplots(1, len(objectives), figsize=(6.5 * len(objectives), 4.5), squeeze=False, sharey=True)
+    for ax, objective in zip(axes.flat, objectives):
+        for (obj, sync), seeds in groups.items():
+            if obj != objective:
+                continue
+            x, mean, low, high = aggregate(seeds, metric)
+            line, = ax.plot(x, mean, ls=SYNC_STYLES.get(sync, "--"), marker="o", ms=4,
+                            label=f"{sync_label(sync)} ({len(seeds)} seed{'s' * (len(seeds) > 1)})")
+            if len(seeds) > 1:
+                ax.fill_between(x, low, high, color=line.get_color(), alpha=0.12, lw=0)
+        ax.set(title=f"{objective.upper()}: {STYLE_METRICS[metric][0].lower()}", xlabel="model updates",
+               ylabel=STYLE_METRICS[metric][1])
+    fig.suptitle("Accuracy over training by how often the generator is synced (mean over seeds, band: min-max)")
+    return finish(fig, axes.flat, ncols=4)
+
+
+def _per_update_seconds(run, key: str) -> float:
+    return float(np.mean([r[key] for r in run.metrics if r["update"] > 0 and key in r]))
+
+
+def score_and_cost_figure(runs):
+    """Left: each setting's score (mean of the last 3 evaluations) against the sync interval, seed mean ± 1 s.e.
+    Right: seconds per update spent generating and updating, seed means."""
+    groups = grouped(runs)
+    syncs = sorted({sync for _, sync in groups}, key=sync_order)
+    x = {sync: i for i, sync in enumerate(syncs)}
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.5))
+    objectives = list(dict.fromkeys(objective for objective, _ in groups))
+    width = 0.8 / max(len(objectives), 1)
+    for j, objective in enumerate(objectives):
+        cells = [(sync, seeds) for (obj, sync), seeds in groups.items() if obj == objective]
+        scores = [stats.estimate([stats.score(r) for r in seeds]) for _, seeds in cells]
+        left.errorbar([x[s] for s, _ in cells], [e.mean for e in scores], yerr=[e.se for e in scores], capsize=4,
+                      marker="o", color=OBJECTIVE_COLORS.get(objective), label=objective.upper())
+        offsets = [x[s] + (j - (len(objectives) - 1) / 2) * width for s, _ in cells]
+        sample = [np.mean([_per_update_seconds(r, "sample_s") for r in seeds]) for _, seeds in cells]
+        update = [np.mean([_per_update_seconds(r, "update_s") for r in seeds]) for _, seeds in cells]
+        color = OBJECTIVE_COLORS.get(objective)
+        right.bar(offsets, sample, width, color=color, alpha=0.45, label=f"{objective.upper()}: generating")
+        right.bar(offsets, update, width, bottom=sample, color=color, label=f"{objective.upper()}: updating")
+    bases = [stats.base_score(r) for seeds in groups.values() for r in seeds]
+    if bases:
+        left.axhline(np.mean(bases), color="gray", ls="--", lw=1.5, label="warm start (before RL)")
+    for ax in (left, right):
+        ax.set_xticks(range(len(syncs)), [sync_label(s) for s in syncs])
+        ax.set_xlabel("generator synced with the policy")
+    left.set(title="Score by sync interval", ylabel="greedy accuracy, mean of last 3 evaluations")
+    right.set(title="Cost of an update", ylabel="seconds per update (one core)")
+    return finish(fig, (left, right), ncols=4)
+
+
+def score_table(runs) -> str:
+    """Markdown: per objective x sync interval, the seeds, the greedy and sampled scores (seed mean ± s.e.), the
+    gain over the warm start, the mean generator lag and the seconds per update spent generating and updating."""
+    rows = ["| objective | generator | seeds | greedy score | gain over warm start | sampled score | mean lag | "
+            "s/update generating | s/update updating |", "|---" * 9 + "|"]
+    for (objective, sync), seeds in grouped(runs).items():
+        greedy = stats.estimate([stats.score(r) for r in seeds])
+        gain = stats.estimate([stats.score(r) - stats.base_score(r) for r in seeds])
+        sampled = stats.estimate([stats.score(r, "eval_sampled_acc") for r in seeds])
+        lag = np.mean([_per_update_seconds(r, "policy_lag") for r in seeds])
+        sample = np.mean([_per_update_seconds(r, "sample_s") for r in seeds])
+        update = np.mean([_per_update_seconds(r, "update_s") for r in seeds])
+        rows.append(f"| {objective} | {sync_label(sync)} | {len(seeds)} | {greedy.mean:.3f} ± {greedy.se:.3f} | "
+                    f"{gain.mean:+.3f} ± {gain.se:.3f} | {sampled.mean:.3f} ± {sampled.se:.3f} | {lag:.1f} | "
+                    f"{sample:.3f} | {update:.3f} |")
+    return "\n".join(rows)
+
+
+def explorer(sources: dict, metrics=("eval_greedy_acc", "eval_sampled_acc", "reward", "loss", "kl_k3",
+                                      "policy_lag", "zero_std_frac")):
+    """In-page explorer: pick a set of runs, an objective and a metric; one line per sync interval (mean over
+    seeds; training metrics as a 10-update mean)."""
+    from .replay import Control, build, line
+
+    sources = {name: runs for name, runs in sources.items() if runs}
+    objectives = sorted({r.config.objective for runs in sources.values() for r in runs},
+                        key=lambda o: list(OBJECTIVE_COLORS).index(o) if o in OBJECTIVE_COLORS else 9)
+    labels = {**{k: v[0] for k, v in STYLE_METRICS.items()}, "loss": "Training loss",
+              "policy_lag": "Generator lag (updates)"}
+
+    def view(source, objective, metric):
+        traces = []
+        for (obj, sync), seeds in grouped(sources[source]).items():
+            if obj != objective:
+                continue
+            x, mean, _, _ = aggregate(seeds, metric, 1 if metric.startswith("eval") else 10)
+            traces.append(line(x, mean, f"{sync_label(sync)} ({len(seeds)} seed{'s' * (len(seeds) > 1)})",
+                               None, markers=metric.startswith("eval")))
+        return {"data": traces, "layout": {"title": {"text": f"{labels.get(metric, metric)}: {objective}, {source}"},
+                                           "xaxis": {"title": {"text": "model updates"}},
+                                           "yaxis": {"title": {"text": STYLE_METRICS.get(metric, (0, metric))[1]}}}}
+
+    controls = [Control("source", "runs", list(sources)), Control("objective", "objective", objectives),
+                Control("metric", "metric", list(metrics), labels={m: labels.get(m, m) for m in metrics})]
+    return build("Explore the semi-online runs (stored runs, replayed in the page)",
+                 "Pick the runs, an objective and a metric: one line per sync interval (mean over seeds). Look at "
+                 "where the offline line leaves the others, and whether the semi-online ones ever do.", controls, view)
