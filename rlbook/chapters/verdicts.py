@@ -234,7 +234,7 @@ def lopti_signatures(runs) -> list[Signature]:
     return out
 
 
-SEMI_ONLINE_PAPER = "semi-online DPO (s = 10, 100) about as good as online; offline much worse"
+SEMI_ONLINE_PAPER = "semi-online DPO and GRPO (sync every 10 or 100 steps) about as good as online; offline much worse"
 
 
 def semi_online_signatures(runs) -> list[Signature]:
