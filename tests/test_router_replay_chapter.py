@@ -87,3 +87,14 @@ def test_mismatch_and_token_routes_on_a_model():
     plt.close(fig)
     clean, _ = ch6.mismatch(model, tokenizer, task, task.generate(4, seed=0), 4, 6, noise=0.0, dtype="float32")
     assert clean["routing_mismatch"] == 0 and clean["kl_k3"] == pytest.approx(0, abs=1e-9)
+
+
+def test_widget_lists_the_variants_and_redraws_one_metric(runs):
+    from rlbook.chapters import widgets
+
+    variants, metric, window = widgets.router_explorer(runs).children[1].children
+    assert list(variants.options) == ["grpo", "grpo+r3"] and metric.value == "kl_k3"
+    variants.value = ("grpo+r3",)
+    fig = ch6.training_curves([r for r in runs if ch6.variant(r) == "grpo+r3"], ("f2",), 1)
+    assert len(fig.axes) == 1 and fig.axes[0].get_title() == "Extreme tokens F(2)"
+    plt.close(fig)

@@ -18,6 +18,8 @@ PAPER = {"ordering": "semi-online DPO (sync every 10 or 100 steps) about as good
                      "(Llama-3.1-8B-Instruct, math and instruction following)"}
 OBJECTIVE_COLORS = {"grpo": "tab:blue", "dpo": "tab:red"}
 SYNC_STYLES = {1: "-", 0: ":"}  # online solid, offline dotted, semi-online dashed
+METRICS = {**STYLE_METRICS, "loss": ("Training loss", "loss of the update's objective"),
+           "policy_lag": ("Generator lag", "updates behind the policy")}
 
 
 def sync_label(sync_every: int) -> str:
@@ -57,8 +59,9 @@ def lag_figure(runs, updates: int = 250):
     return finish(fig, ax, ncols=4)
 
 
-def accuracy_curves(runs, metric: str = "eval_greedy_acc"):
-    """One panel per objective: accuracy over updates, one line per sync interval (mean over seeds, band: min-max)."""
+def accuracy_curves(runs, metric: str = "eval_greedy_acc", window: int = 10):
+    """One panel per objective: accuracy (or another metric, a `window`-update mean) over updates, one line per sync
+    interval (mean over seeds, band: min-max)."""
     groups = grouped(runs)
     objectives = list(dict.fromkeys(objective for objective, _ in groups))
     fig, axes = plt.subplots(1, len(objectives), figsize=(6.5 * len(objectives), 4.5), squeeze=False, sharey=True)
@@ -66,14 +69,16 @@ def accuracy_curves(runs, metric: str = "eval_greedy_acc"):
         for (obj, sync), seeds in groups.items():
             if obj != objective:
                 continue
-            x, mean, low, high = aggregate(seeds, metric)
-            line, = ax.plot(x, mean, ls=SYNC_STYLES.get(sync, "--"), marker="o", ms=4,
+            evaluation = metric.startswith("eval")
+            x, mean, low, high = aggregate(seeds, metric, 1 if evaluation else window)
+            line, = ax.plot(x, mean, ls=SYNC_STYLES.get(sync, "--"), marker="o" if evaluation else None, ms=4,
                             label=f"{sync_label(sync)} ({len(seeds)} seed{'s' * (len(seeds) > 1)})")
             if len(seeds) > 1:
                 ax.fill_between(x, low, high, color=line.get_color(), alpha=0.12, lw=0)
-        ax.set(title=f"{objective.upper()}: {STYLE_METRICS[metric][0].lower()}", xlabel="model updates",
-               ylabel=STYLE_METRICS[metric][1])
-    fig.suptitle("Accuracy over training by how often the generator is synced (mean over seeds, band: min-max)")
+        title, unit = METRICS.get(metric, (metric, metric))
+        ax.set(title=f"{objective.upper()}: {title[0].lower() + title[1:]}", xlabel="model updates", ylabel=unit)
+    fig.suptitle(f"{'Accuracy' if metric.startswith('eval') else METRICS.get(metric, (metric,))[0]} over training by "
+                 "how often the generator is synced (mean over seeds, band: min-max)")
     return finish(fig, axes.flat, ncols=4)
 
 
@@ -139,8 +144,7 @@ def explorer(sources: dict, metrics=("eval_greedy_acc", "eval_sampled_acc", "rew
     sources = {name: runs for name, runs in sources.items() if runs}
     objectives = sorted({r.config.objective for runs in sources.values() for r in runs},
                         key=lambda o: list(OBJECTIVE_COLORS).index(o) if o in OBJECTIVE_COLORS else 9)
-    labels = {**{k: v[0] for k, v in STYLE_METRICS.items()}, "loss": "Training loss",
-              "policy_lag": "Generator lag (updates)"}
+    labels = {k: v[0] for k, v in METRICS.items()}
 
     def view(source, objective, metric):
         traces = []
@@ -152,7 +156,7 @@ def explorer(sources: dict, metrics=("eval_greedy_acc", "eval_sampled_acc", "rew
                                None, markers=metric.startswith("eval")))
         return {"data": traces, "layout": {"title": {"text": f"{labels.get(metric, metric)}: {objective}, {source}"},
                                            "xaxis": {"title": {"text": "model updates"}},
-                                           "yaxis": {"title": {"text": STYLE_METRICS.get(metric, (0, metric))[1]}}}}
+                                           "yaxis": {"title": {"text": METRICS.get(metric, (0, metric))[1]}}}}
 
     controls = [Control("source", "runs", list(sources)), Control("objective", "objective", objectives),
                 Control("metric", "metric", list(metrics), labels={m: labels.get(m, m) for m in metrics})]

@@ -1,4 +1,4 @@
-"""JupyterLab explorers (ipywidgets) of chapters 2-5: they replay stored runs at once, and chapter 5's merges a
+"""JupyterLab explorers (ipywidgets) of chapters 2-7: they replay stored runs at once, and chapter 5's merges a
 new setting when asked.
 
 Each builder returns an ipywidgets box whose figure (from the chapter's module) redraws when a control changes.
@@ -11,7 +11,7 @@ import ipywidgets as w
 import matplotlib.pyplot as plt
 from IPython.display import display
 
-from . import clip_vs_mask, lopti_figures, m2po
+from . import clip_vs_mask, lopti_figures, m2po, router_replay, semi_online
 from .staleness import accuracy_curves
 from .pma_figures import merge_figure
 
@@ -120,3 +120,38 @@ def variant_explorer(runs, metric: str = "eval_greedy_acc"):
         control.observe(redraw, names="value")
     redraw()
     return w.VBox([w.HBox(controls[:2]), controls[2], out])
+
+
+def router_explorer(runs, metric: str = "kl_k3"):
+    """Chapter 6: pick variants and a metric; redraws `router_replay.training_curves` of that metric."""
+    variants = list(m2po.group_runs(runs, key=router_replay.variant))
+    metrics = ("kl_k3", "f2", "routing_mismatch", "clip_frac", "eval_greedy_acc", "grad_norm", "reward")
+    controls = {
+        "variants": w.SelectMultiple(options=variants, value=tuple(variants), description="variant",
+                                     rows=min(len(variants), 6)),
+        "metric": w.Dropdown(options=metrics, value=metric, description="metric"),
+        "window": w.IntSlider(value=10, min=1, max=50, description="smooth"),
+    }
+
+    def draw(variants, metric, window):
+        return router_replay.training_curves([r for r in runs if router_replay.variant(r) in variants], (metric,),
+                                             window)
+
+    return _build(controls, draw, "Router-replay explorer (stored runs, replayed)")
+
+
+def sync_explorer(runs, metric: str = "eval_greedy_acc"):
+    """Chapter 7: pick sync intervals and a metric; redraws `semi_online.accuracy_curves` of the chosen runs."""
+    syncs = sorted({r.config.sync_every for r in runs}, key=semi_online.sync_order)
+    metrics = ("eval_greedy_acc", "eval_sampled_acc", "reward", "loss", "kl_k3", "zero_std_frac", "policy_lag")
+    controls = {
+        "syncs": w.SelectMultiple(options=[(semi_online.sync_label(k), k) for k in syncs], value=tuple(syncs),
+                                  description="generator", rows=min(len(syncs), 6)),
+        "metric": w.Dropdown(options=metrics, value=metric, description="metric"),
+        "window": w.IntSlider(value=10, min=1, max=50, description="smooth"),
+    }
+
+    def draw(syncs, metric, window):
+        return semi_online.accuracy_curves([r for r in runs if r.config.sync_every in syncs], metric, window)
+
+    return _build(controls, draw, "Sync-interval explorer (stored runs, replayed)")
