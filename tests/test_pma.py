@@ -120,3 +120,38 @@ def test_summary_and_merge_figure(traj):
     replay = pma_figures.merge_replay(traj, checkpoints, grid)
     assert set(replay.views) == {f"{m}|{n}" for m in ("sma", "ema", "wma") for n in (2, 3)}
     assert len({json.dumps(v) for v in replay.views.values()}) == 6 and "NaN" not in replay._repr_html_()
+
+
+def test_reference_is_stored_without_weights_and_read_back(traj, tmp_path):
+    import matplotlib
+
+    from rlbook.chapters import merging_verdicts
+
+    matplotlib.use("Agg")
+    results = pma.reference_results(traj, progress=False)
+    folder = pma.store_reference(traj, tmp_path)
+    assert folder.parent == tmp_path / "05_merging" and folder.name.startswith("seed0-")
+    assert "pma_config.json" in {p.name for p in folder.iterdir()}
+    assert all(p.suffix == ".json" and p.is_file() for p in folder.rglob("*"))  # never weights
+    (ref,) = pma.load_references(tmp_path)
+    assert ref.current and ref.config == traj.config and ref.end == traj.stable[-1] == 8
+    assert ref.checkpoints == results["checkpoints"]
+    assert all(ref.merges[k] == v for k, v in results["merges"].items())
+    assert ref.meta["trajectory"]["complete"] and "environment" not in ref.merges
+    rows = merging_verdicts.merging_signatures([ref])
+    assert [r.verdict for r in rows] == ["within noise"] * 4  # one seed decides nothing
+    assert len(pma_figures.reference_grid_figure([ref]).axes) == 2
+
+
+def test_superseded_and_incomplete_references(traj, tmp_path):
+    pma.reference_results(traj, progress=False)
+    folder = pma.store_reference(traj, tmp_path)
+    stored = json.loads((folder / "pma_config.json").read_text())
+    pma.write_json(folder / "pma_config.json", {**stored, "results": "made-by-older-code"})
+    assert pma.load_references(tmp_path) == [] and len(pma.load_references(tmp_path, current_only=False)) == 1
+    (folder / "merges.json").unlink()
+    with pytest.raises(pma.CorruptRunError, match="lacks \\['merges.json'\\]"):
+        pma.load_references(tmp_path)
+    with pytest.raises(ValueError, match="run pma.reference_results"):
+        pma.store_reference(pma.Trajectory(pma.PMAConfig(**{**TINY, "heldout_size": 8}), traj.store, progress=False),
+                            tmp_path)

@@ -5,12 +5,16 @@ A warmup-stable-decay (WSD) SFT run keeps a checkpoint every V tokens; we merge 
 draw the loss surface around them, continue training from a merge (PMA-init), and recover from a loss spike by
 merging the checkpoints before it. Every result is cached as JSON under `<runs>/pma/<trajectory>/`, keyed by its
 settings, so a rerun or a widget replays it without recomputing.
+
+Reference results: `store_reference` copies a trajectory's JSON results (never its weights) into
+`data/runs/05_merging/`, and `load_references` reads them back without any weights, for the chapter's verdict
+(`rlbook.chapters.merging_verdicts`) over trajectory seeds.
 """
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 import torch
@@ -21,12 +25,15 @@ from ..models import load_pretrained, set_cpu_threads
 from ..pretrain import WarmStartConfig, sft_loss, trace_batch, warm_start
 from ..profiles import resolve_profile
 from ..progress import progress_bar
-from ..runs import RunStore, environment, read_rows, write_json
+from ..runs import CorruptRunError, RunStore, environment, read_json, read_rows, reference_root, write_json
 from ..tasks import make_task
 
 HELDOUT_SEED = 54321  # held-out traces: a stream no training step (seeds >= 1e6) or eval set (12345) uses
 CONTINUE_SEED = 10**9  # continued training draws fresh problems from seeds >= 1e9
 RESULTS_VERSION = 1  # part of the results folder's name: bump it when a change here changes stored results
+REFERENCE_EXPERIMENT = "05_merging"  # the reference results' folder under data/runs
+REFERENCE_CONFIG = "pma_config.json"  # not config.json: RunStore.runs() reads every */*/config.json as a RunConfig
+REFERENCE_RESULTS = ("checkpoints.json", "merges.json")  # what the reference verdict needs
 
 
 @dataclass
@@ -90,6 +97,12 @@ def chapter_config(profile: str = "auto", **overrides) -> PMAConfig:
     return PMAConfig(**{**PROFILE_SIZES[profile], **overrides})
 
 
+def results_name(config: PMAConfig) -> str:
+    """The name of a trajectory's results folder: its warm start's key (settings, seed, code version), the held-out
+    size and RESULTS_VERSION."""
+    return f"{config.warm_start_config().key()}-heldout{config.heldout_size}-v{RESULTS_VERSION}"
+
+
 def _key(values: dict) -> str:
     return hashlib.sha256(json.dumps(values, sort_keys=True, default=str).encode()).hexdigest()[:10]
 
@@ -109,7 +122,7 @@ class Trajectory:
         self.rows = read_rows(self.final.parent / "metrics.jsonl")
         self.checkpoints = {int(d.name[5:]): d for d in sorted((self.final.parent / "checkpoints").glob("step-*"))}
         self.stable = [s for s in self.checkpoints if s <= stable_end]  # PMA merges in the constant-LR phase
-        self.results = self.store.root / "pma" / f"{ws.key()}-heldout{config.heldout_size}-v{RESULTS_VERSION}"
+        self.results = self.store.root / "pma" / results_name(config)
         self.task = make_task(ws.task, **ws.task_params)
         self.model, self.tokenizer = load_pretrained(str(self.final))
         self.eval_set = evaluation_problems(ws.task, ws.task_params, config.eval_size)
@@ -187,6 +200,72 @@ def merge_curve(traj: Trajectory, methods=("sma", "wma"), progress: bool = True)
     """Merges of the last focus_n checkpoints ending at every stable checkpoint with enough predecessors."""
     n = traj.config.focus_n
     return run_merges(traj, [(m, n, end) for m in methods for end in traj.stable[n - 1:]], progress=progress)
+
+
+def reference_results(traj: Trajectory, progress: bool = True) -> dict:
+    """What the chapter's reference verdict reads (`merging_verdicts`): every checkpoint and both annealed models
+    evaluated, and the merge grid (every method x N, ending at the last stable checkpoint)."""
+    return {"checkpoints": evaluate_checkpoints(traj, progress), "merges": merge_grid(traj, progress)}
+
+
+def store_reference(traj: Trajectory, root: str | Path | None = None) -> Path:
+    """Copy a trajectory's JSON results, never its weights, to `<root>/05_merging/seed<seed>-<results name>/`
+    (root: data/runs), each file atomically and the settings last: a folder with pma_config.json is complete."""
+    missing = [name for name in REFERENCE_RESULTS if not (traj.results / name).exists()]
+    if missing:
+        raise ValueError(f"{traj.results} lacks {missing}: run pma.reference_results(traj) first")
+    folder = Path(root or reference_root()) / REFERENCE_EXPERIMENT / f"seed{traj.config.seed}-{traj.results.name}"
+    for path in sorted(traj.results.glob("*.json")):  # the results; weights live in folders, never in a *.json
+        write_json(folder / path.name, read_json(path))
+    trained = {name: read_json(model.parent / "meta.json")  # where the trajectory and its twin were trained
+               for name, model in (("trajectory", traj.final), ("annealed_equal", traj.annealed_equal))}
+    write_json(folder / REFERENCE_CONFIG, {"config": asdict(traj.config), "results": traj.results.name,
+                                           "end": traj.stable[-1], **trained})
+    return folder
+
+
+@dataclass(frozen=True)
+class Reference:
+    """One trajectory's stored results, read without its weights: its settings, `end` (the last stable checkpoint,
+    where the grid's merges end), `checkpoints` ({step | 'annealed' | 'annealed_equal': {loss, acc}}), `merges`
+    ({merge name: {loss, acc, method, n, end, alpha}}) and `meta` (where it was trained and evaluated)."""
+    path: Path
+    config: PMAConfig
+    end: int
+    results: str  # the results folder's name when it was stored
+    checkpoints: dict
+    merges: dict
+    meta: dict
+
+    @property
+    def current(self) -> bool:
+        """Made by this code: this code gives its settings the same results name (warm-start and results versions)."""
+        return results_name(self.config) == self.results
+
+
+def load_references(root: str | Path | None = None, current_only: bool = True) -> list[Reference]:
+    """The reference results in `<root>/05_merging` (root: data/runs) by seed, only those made by this code unless
+    current_only is False; an unreadable one raises CorruptRunError naming its folder."""
+    folder = Path(root or reference_root()) / REFERENCE_EXPERIMENT
+    references = [_read_reference(path.parent) for path in sorted(folder.glob(f"*/{REFERENCE_CONFIG}"))]
+    return sorted((r for r in references if r.current or not current_only), key=lambda r: r.config.seed)
+
+
+def _read_reference(folder: Path) -> Reference:
+    missing = [name for name in REFERENCE_RESULTS if not (folder / name).exists()]
+    if missing:
+        raise CorruptRunError(f"{folder}: has {REFERENCE_CONFIG} but lacks {missing}; store it again")
+    stored = read_json(folder / REFERENCE_CONFIG)
+    checkpoints, merges = (read_json(folder / name) for name in REFERENCE_RESULTS)
+    try:
+        values = stored["config"]
+        config = PMAConfig(**{**values, "ns": tuple(values["ns"]), "methods": tuple(values["methods"])})
+        meta = {"trajectory": stored["trajectory"], "annealed_equal": stored["annealed_equal"],
+                "evaluated": checkpoints.pop("environment", None), "merged": merges.pop("environment", None)}
+        return Reference(folder, config, int(stored["end"]), stored["results"], checkpoints, merges, meta)
+    except (KeyError, TypeError, ValueError) as error:
+        raise CorruptRunError(f"{folder / REFERENCE_CONFIG}: not a chapter 5 reference ({error!r}); store it "
+                              "again") from None
 
 
 def _flat(state_dict) -> torch.Tensor:

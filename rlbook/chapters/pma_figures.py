@@ -232,3 +232,35 @@ def merge_replay(traj, checkpoints: dict, grid: dict):
                  "the merge's held-out loss (green diamond) against the checkpoints and the annealed models. Look at "
                  "how close the merge gets to the annealed model's loss without any extra training.", controls, view,
                  {"height": 560, "legend": {"orientation": "h", "y": -0.32}})
+
+
+def reference_grid_figure(references):
+    """The merge grid of the reference trajectories (`pma.load_references`): per method and N, the mean over seeds
+    with its standard error (bars) and each seed (dots), against the means of the last stable checkpoint and the
+    annealed models (horizontal lines)."""
+    c, end = references[0].config, references[0].end
+    ns = sorted({r["n"] for r in references[0].merges.values() if r["end"] == end})
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.4))
+    width = 0.8 / len(c.methods)
+    for ax, key in zip(axes, ("loss", "acc")):
+        for i, method in enumerate(c.methods):
+            x = np.arange(len(ns)) + (i - (len(c.methods) - 1) / 2) * width
+            values = np.array([[r.merges[merge_name(method, n, end, c.alpha)][key] for n in ns] for r in references])
+            se = values.std(0, ddof=1) / np.sqrt(len(values)) if len(values) > 1 else np.zeros(len(ns))
+            ax.bar(x, values.mean(0), width, yerr=se, capsize=3, color=f"C{i}",
+                   label=method.upper() + (f" (α = {c.alpha})" if method == "ema" else ""))
+            ax.plot(np.repeat(x[None], len(values), 0).ravel(), values.ravel(), "k.", ms=3)
+        lines = {str(end): ("--", "k", f"last checkpoint (step {end})"),
+                 **{name: (ls, ANNEALED[name][1], ANNEALED[name][2]) for name, ls in (("annealed_equal", "-."),
+                                                                                    ("annealed", ":"))}}
+        for name, (ls, color, label) in lines.items():
+            ax.axhline(np.mean([r.checkpoints[name][key] for r in references]), ls=ls, color=color,
+                       label=label + " (mean)")
+        ax.set(xticks=range(len(ns)), xticklabels=[f"N = {n}" for n in ns], xlabel="checkpoints merged",
+               title=f"{KEYS[key][0]}: {len(references)} trajectory seeds", ylabel=KEYS[key][1],
+               yscale="log" if key == "loss" else "linear")
+        ax.grid(alpha=0.3, axis="y")
+        if key == "loss":
+            plain_log_ticks(ax)
+    legend_below(fig, axes[0], ncols=3)
+    return fig
