@@ -140,7 +140,7 @@ def test_reference_is_stored_without_weights_and_read_back(traj, tmp_path):
     assert ref.meta["trajectory"]["complete"] and "environment" not in ref.merges
     rows = merging_verdicts.merging_signatures([ref])
     assert [r.verdict for r in rows] == ["within noise"] * 4  # one seed decides nothing
-    assert len(pma_figures.reference_grid_figure([ref]).axes) == 2
+    assert len(pma_figures.reference_figure([ref]).axes) == 3
 
 
 def test_superseded_and_incomplete_references(traj, tmp_path):

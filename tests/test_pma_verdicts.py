@@ -66,7 +66,7 @@ def test_no_references_and_bad_input():
 def test_observed_text_and_summary_table():
     refs = [reference(seed, (0.5, 0.8), (0.1 + e, 0.95), (0.05, 0.95)) for seed, e in enumerate((0.0, 0.01, -0.01))]
     rows = merging_verdicts.merging_signatures(refs)
-    assert [r.claim for r in rows] == list(merging_verdicts.CLAIMS)
+    assert [(r.claim, r.paper) for r in rows] == list(merging_verdicts.CLAIMS)
     assert "step 8" in rows[0].observed and "SMA merge of the last 2" in rows[0].observed
     assert "closes 88.9% (mean over 3 seeds)" in rows[2].observed  # (0.5 - 0.1) / (0.5 - 0.05)
     table = merging_verdicts.summary_table(refs).splitlines()

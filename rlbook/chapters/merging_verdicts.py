@@ -18,13 +18,14 @@ from .verdicts import MATCH_BOUND, Signature
 # "Close to the annealed model": the merge closes at least this share of the held-out-loss gap between the last
 # checkpoint and the twin annealed at equal tokens (the share the notebook's summary calls "nearly").
 CLOSE_SHARE = 0.9
-PAPER = ("dense and MoE models from millions to over 100B parameters, WSD schedule: merging stable-phase checkpoints "
-         "(SMA, EMA, WMA; N = 10 by default) clearly improves on the latest checkpoint and matches or beats the "
-         "annealed model")
-CLAIMS = ("Merging the last N stable checkpoints lowers the held-out loss below the last checkpoint's",
-          "The merge's greedy accuracy is at least that of the last checkpoint",
-          f"The merge comes close to the model annealed at equal tokens (closes >= {CLOSE_SHARE:.0%} of the loss gap)",
-          "The merge's greedy accuracy is at least that of the model annealed at equal tokens")
+SCALE = "dense and MoE models from millions to over 100B parameters, WSD schedule, N = 10 by default"
+BEATS_LAST = f"merging stable-phase checkpoints (SMA, EMA, WMA) clearly improves on the latest checkpoint ({SCALE})"
+NEARS_ANNEALED = f"merged stable-phase checkpoints match or beat the annealed model ({SCALE})"
+CLAIMS = (("Merging the last N stable checkpoints lowers the held-out loss below the last checkpoint's", BEATS_LAST),
+          ("The merge's greedy accuracy is at least that of the last checkpoint", BEATS_LAST),
+          ("The merge comes close to the model annealed at equal tokens (closes >= "
+           f"{CLOSE_SHARE:.0%} of the loss gap)", NEARS_ANNEALED),
+          ("The merge's greedy accuracy is at least that of the model annealed at equal tokens", NEARS_ANNEALED))
 
 
 def merge_outcomes(reference, method: str = "sma", n: int | None = None) -> dict:
@@ -56,7 +57,7 @@ def merging_signatures(references, method: str = "sma", n: int | None = None) ->
     the last stable checkpoint (loss lower; accuracy no worse, within MATCH_BOUND) and comes close to the twin
     annealed at equal tokens (closes >= CLOSE_SHARE of the loss gap; accuracy no worse, within MATCH_BOUND)."""
     if not references:
-        return [Signature(claim, PAPER, "no reference trajectories", "no runs") for claim in CLAIMS]
+        return [Signature(claim, paper, "no reference trajectories", "no runs") for claim, paper in CLAIMS]
     _same_settings(references)
     n = n or references[0].config.focus_n
     outcomes = [merge_outcomes(r, method, n) for r in references]
@@ -74,21 +75,18 @@ def merging_signatures(references, method: str = "sma", n: int | None = None) ->
     closed = f"{sum(gaps) / len(gaps):.1%} (mean over {len(gaps)} seeds)" if gaps else "n/a (no gap to close)"
     merge = f"the {method.upper()} merge of the last {n}"
     step = f"step {references[0].end}"
-    return [
-        Signature(CLAIMS[0], PAPER, f"held-out loss {_g(loss['last'])} at {step}, {_g(loss['merged'])} for {merge}; "
-                  f"per seed, last minus merge: {_g(loss_drop)}", stats.verdict(loss_drop, +1)),
-        Signature(CLAIMS[1], PAPER, f"greedy accuracy {acc['last'].mean:.3f} at {step}, {acc['merged'].mean:.3f} for "
-                  f"{merge}; merge minus last: {acc_gain} (no worse = above -{MATCH_BOUND})",
-                  stats.verdict(acc_gain, +1, -MATCH_BOUND)),
-        Signature(CLAIMS[2], PAPER, f"held-out loss {_g(loss['merged'])} for {merge}, {_g(loss['annealed_equal'])} "
-                  f"annealed at equal tokens; the merge closes {closed} of the gap from {step}; loss drop minus "
-                  f"{CLOSE_SHARE} x the annealed twin's: {_g(closeness)} (close = above 0)",
-                  stats.verdict(closeness, +1)),
-        Signature(CLAIMS[3], PAPER, f"greedy accuracy {acc['merged'].mean:.3f} for {merge}, "
-                  f"{acc['annealed_equal'].mean:.3f} annealed at equal tokens; merge minus annealed: "
-                  f"{acc_vs_annealed} (no worse = above -{MATCH_BOUND})",
-                  stats.verdict(acc_vs_annealed, +1, -MATCH_BOUND)),
-    ]
+    observed = [f"held-out loss {_g(loss['last'])} at {step}, {_g(loss['merged'])} for {merge}; per seed, last minus "
+                f"merge: {_g(loss_drop)}",
+                f"greedy accuracy {acc['last'].mean:.3f} at {step}, {acc['merged'].mean:.3f} for {merge}; merge minus "
+                f"last: {acc_gain} (no worse = above -{MATCH_BOUND})",
+                f"held-out loss {_g(loss['merged'])} for {merge}, {_g(loss['annealed_equal'])} annealed at equal "
+                f"tokens; the merge closes {closed} of the gap from {step}; loss drop minus {CLOSE_SHARE} x the "
+                f"annealed twin's: {_g(closeness)} (close = above 0)",
+                f"greedy accuracy {acc['merged'].mean:.3f} for {merge}, {acc['annealed_equal'].mean:.3f} annealed at "
+                f"equal tokens; merge minus annealed: {acc_vs_annealed} (no worse = above -{MATCH_BOUND})"]
+    verdicts = [stats.verdict(loss_drop, +1), stats.verdict(acc_gain, +1, -MATCH_BOUND), stats.verdict(closeness, +1),
+                stats.verdict(acc_vs_annealed, +1, -MATCH_BOUND)]
+    return [Signature(claim, paper, seen, verdict) for (claim, paper), seen, verdict in zip(CLAIMS, observed, verdicts)]
 
 
 def summary_table(references) -> str:

@@ -234,33 +234,40 @@ def merge_replay(traj, checkpoints: dict, grid: dict):
                  {"height": 560, "legend": {"orientation": "h", "y": -0.32}})
 
 
-def reference_grid_figure(references):
-    """The merge grid of the reference trajectories (`pma.load_references`): per method and N, the mean over seeds
-    with its standard error (bars) and each seed (dots), against the means of the last stable checkpoint and the
-    annealed models (horizontal lines)."""
+
+def reference_figure(references, method: str = "sma"):
+    """The reference trajectories (`pma.load_references`), one line per seed: held-out loss and greedy accuracy of
+    the last stable checkpoint, its `method` merge of the last focus_n checkpoints and the annealed models; right,
+    the share of the loss gap between the last checkpoint and the twin annealed at equal tokens that each merge of
+    the grid closes (bars: mean over seeds ± standard error; dots: seeds)."""
+    from matplotlib.ticker import FuncFormatter
+
     c, end = references[0].config, references[0].end
-    ns = sorted({r["n"] for r in references[0].merges.values() if r["end"] == end})
-    fig, axes = plt.subplots(1, 2, figsize=(13, 4.4))
-    width = 0.8 / len(c.methods)
+    merge = merge_name(method, c.focus_n, end, c.alpha)
+    stops = {str(end): f"step {end}\n(last stable)", merge: f"{method.upper()} merge\nN = {c.focus_n}",
+             "annealed_equal": "annealed,\nequal tokens", "annealed": "annealed,\nfinal"}
+    fig, axes = plt.subplots(1, 3, figsize=(17, 4.6))
     for ax, key in zip(axes, ("loss", "acc")):
-        for i, method in enumerate(c.methods):
-            x = np.arange(len(ns)) + (i - (len(c.methods) - 1) / 2) * width
-            values = np.array([[r.merges[merge_name(method, n, end, c.alpha)][key] for n in ns] for r in references])
-            se = values.std(0, ddof=1) / np.sqrt(len(values)) if len(values) > 1 else np.zeros(len(ns))
-            ax.bar(x, values.mean(0), width, yerr=se, capsize=3, color=f"C{i}",
-                   label=method.upper() + (f" (α = {c.alpha})" if method == "ema" else ""))
-            ax.plot(np.repeat(x[None], len(values), 0).ravel(), values.ravel(), "k.", ms=3)
-        lines = {str(end): ("--", "k", f"last checkpoint (step {end})"),
-                 **{name: (ls, ANNEALED[name][1], ANNEALED[name][2]) for name, ls in (("annealed_equal", "-."),
-                                                                                    ("annealed", ":"))}}
-        for name, (ls, color, label) in lines.items():
-            ax.axhline(np.mean([r.checkpoints[name][key] for r in references]), ls=ls, color=color,
-                       label=label + " (mean)")
-        ax.set(xticks=range(len(ns)), xticklabels=[f"N = {n}" for n in ns], xlabel="checkpoints merged",
-               title=f"{KEYS[key][0]}: {len(references)} trajectory seeds", ylabel=KEYS[key][1],
-               yscale="log" if key == "loss" else "linear")
-        ax.grid(alpha=0.3, axis="y")
-        if key == "loss":
-            plain_log_ticks(ax)
-    legend_below(fig, axes[0], ncols=3)
+        for i, r in enumerate(references):
+            results = {**r.checkpoints, **r.merges}
+            ax.plot(range(len(stops)), [results[k][key] for k in stops], "o-", color=f"C{i}",
+                    label=f"seed {r.config.seed}")
+        ax.set(xticks=range(len(stops)), xticklabels=list(stops.values()), title=f"{KEYS[key][0]}, per seed",
+               ylabel=KEYS[key][1], yscale="log" if key == "loss" else "linear")
+    axes[0].yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    ns = sorted({r["n"] for r in references[0].merges.values() if r["end"] == end})
+    width = 0.8 / len(c.methods)
+    for i, m in enumerate(c.methods):
+        shares = np.array([[(r.checkpoints[str(end)]["loss"] - r.merges[merge_name(m, n, end, c.alpha)]["loss"])
+                            / (r.checkpoints[str(end)]["loss"] - r.checkpoints["annealed_equal"]["loss"])
+                            for n in ns] for r in references])
+        x = np.arange(len(ns)) + (i - (len(c.methods) - 1) / 2) * width
+        se = shares.std(0, ddof=1) / np.sqrt(len(shares)) if len(shares) > 1 else None
+        axes[2].bar(x, shares.mean(0), width, yerr=se, capsize=3, color=f"C{i}", alpha=0.6,
+                    label=m.upper() + (f" (α = {c.alpha})" if m == "ema" else ""))
+        axes[2].plot(np.repeat(x[None], len(shares), 0).ravel(), shares.ravel(), "k.", ms=3)
+    axes[2].axhline(1, color=ANNEALED["annealed_equal"][1], ls="-.", label="= the annealed twin")
+    axes[2].set(xticks=range(len(ns)), xticklabels=[f"N = {n}" for n in ns], xlabel="checkpoints merged",
+                ylabel="share of the loss gap closed", title=f"Loss gap from step {end} to annealing: share closed")
+    legend_below(fig, axes, ncols=5)
     return fig
