@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from rlbook.chapters import pma, pma_figures, pma_training
+from rlbook.chapters import pma, pma_figures, pma_surface, pma_training
 from rlbook.chapters.pma_figures import merge_figure
 from rlbook.merging import load_checkpoint, merge_state_dicts
 from rlbook.runs import RunStore
@@ -114,7 +114,7 @@ def test_summary_and_merge_figure(traj):
     figures = [pma_figures.trajectory_figure(traj, checkpoints), pma_figures.merge_grid_figure(traj, checkpoints, grid),
                pma_figures.merge_curve_figure(traj, checkpoints, curve), pma_figures.pma_init_figure(traj, inits),
                pma_figures.spike_figure(traj, checkpoints, spikes),
-               pma_figures.loss_surface_figure(pma.loss_surface(traj, progress=False))]
+               pma_figures.loss_surface_figure(pma_surface.loss_surface(traj, progress=False))]
     assert [len(f.axes) for f in figures] == [3, 2, 2, 2, 3, 2]  # (spike: a twin axis; surface: a colour bar)
     assert all(f.legends for f in figures[:4])  # one legend under the panels
     replay = pma_figures.merge_replay(traj, checkpoints, grid)

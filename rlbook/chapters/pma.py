@@ -2,8 +2,8 @@
 
 A warmup-stable-decay (WSD) SFT run keeps a checkpoint every V tokens; we merge the last N stable-phase checkpoints
 (`merging.merge_state_dicts`: SMA, EMA, WMA) and compare the merge with its last checkpoint and with annealed models,
-draw the loss surface around them, continue training from a merge (PMA-init), and recover from a loss spike by
-merging the checkpoints before it. Every result is cached as JSON under `<runs>/pma/<trajectory>/`, keyed by its
+draw the loss surface around them (`pma_surface`), continue training from a merge (PMA-init), and recover from a
+loss spike by merging the checkpoints before it (`pma_training`). Every result is cached as JSON under `<runs>/pma/<trajectory>/`, keyed by its
 settings, so a rerun or a widget replays it without recomputing.
 
 Reference results: `store_reference` copies a trajectory's JSON results (never its weights) into
@@ -266,39 +266,3 @@ def _read_reference(folder: Path) -> Reference:
     except (KeyError, TypeError, ValueError) as error:
         raise CorruptRunError(f"{folder / REFERENCE_CONFIG}: not a chapter 5 reference ({error!r}); store it "
                               "again") from None
-
-
-def _flat(state_dict) -> torch.Tensor:
-    return torch.cat([v.reshape(-1).float() for _, v in sorted(state_dict.items())])
-
-
-def _unflat(vector: torch.Tensor, like) -> dict:
-    sizes = [v.numel() for _, v in sorted(like.items())]
-    return {k: part.reshape(v.shape) for (k, v), part in zip(sorted(like.items()), vector.split(sizes))}
-
-
-def loss_surface(traj: Trajectory, span: float = 1.4, progress: bool = True) -> dict:
-    """Held-out loss on the PCA plane of the last focus_n stable checkpoints, centred on their mean (the SMA merge),
-    with the checkpoints and the annealed models projected onto it."""
-    settings = dict(n=traj.config.focus_n, span=span, grid=traj.config.grid, end=traj.stable[-1])
-    return _cached(traj.results / "surface.json", {_key(settings): settings},
-                   lambda **s: _surface(traj, progress=progress, **s), False)[_key(settings)]
-
-
-def _surface(traj: Trajectory, n: int, span: float, grid: int, end: int, progress: bool) -> dict:
-    steps = [s for s in traj.stable if s <= end][-n:]
-    like = load_checkpoint(traj.checkpoints[steps[0]])
-    points = torch.stack([_flat(load_checkpoint(traj.checkpoints[s])) for s in steps])
-    center = points.mean(0)  # = the SMA merge of these checkpoints
-    basis = torch.linalg.svd(points - center, full_matrices=False)[2][:2]  # the two principal directions
-    coords = (points - center) @ basis.T
-    axis = torch.linspace(-1, 1, grid) * span * coords.abs().max().item()
-    losses = [[traj.heldout_loss(_unflat(center + a * basis[0] + b * basis[1], like)) for a in axis]
-              for b in progress_bar(axis, progress, desc="loss surface")]
-    others = {k: _flat(load_checkpoint(p)) - center for k, p in (("annealed", traj.final),
-                                                                 ("annealed_equal", traj.annealed_equal))}
-    return {"axis": axis.tolist(), "loss": losses, "steps": steps, "checkpoints": coords.tolist(),
-            "checkpoint_loss": [traj.heldout_loss(load_checkpoint(traj.checkpoints[s])) for s in steps],
-            "explained": coords.pow(2).sum().item() / (points - center).pow(2).sum().item(),
-            **{k: (v @ basis.T).tolist() for k, v in others.items()},
-            **{f"{k}_off_plane": (v - v @ basis.T @ basis).norm().item() for k, v in others.items()}}
