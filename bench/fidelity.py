@@ -17,7 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from learning_gain import save_result  # noqa: E402
 
-from rlbook.chapters import verdicts  # noqa: E402
+from rlbook.chapters import merging_verdicts, pma, verdicts  # noqa: E402
 from rlbook.runs import RunStore, reference_root  # noqa: E402
 
 
@@ -39,9 +39,18 @@ CHAPTERS = {
                                + verdicts.entropy_signature(sweep(runs))
                                + verdicts.tau_signatures(tau_runs(runs))),
     "04 Lopti / Advantage Reweighting": ("04_lopti", verdicts.lopti_signatures),
+    "05 checkpoint merging (PMA)": (pma.REFERENCE_EXPERIMENT, merging_verdicts.merging_signatures),
     "06 router replay (R3)": ("06_router_replay", verdicts.router_replay_signatures),
     "07 semi-online RL": ("07_semi_online", verdicts.semi_online_signatures),
 }
+
+
+def stored(root: str, experiment: str) -> list:
+    """Every finished result of an experiment, current or not: chapter 5 stores trajectories' merge results (no
+    weights, `pma.load_references`), the other chapters RunStore runs."""
+    if experiment == pma.REFERENCE_EXPERIMENT:
+        return pma.load_references(root, current_only=False)
+    return [r for r in RunStore(root).runs(experiment) if r.complete]
 
 
 def main() -> None:
@@ -49,9 +58,9 @@ def main() -> None:
     parser.add_argument("--root", default=str(reference_root()))
     parser.add_argument("--readme", type=Path, help="a README whose fidelity block to rewrite")
     args = parser.parse_args()
-    store, tables, sections = RunStore(args.root), {}, []
+    tables, sections = {}, []
     for title, (experiment, signatures) in CHAPTERS.items():
-        every = [r for r in store.runs(experiment) if r.complete]
+        every = stored(args.root, experiment)
         runs = [r for r in every if r.current]
         print(f"\n## {title}: {len(runs)} current runs in {experiment} ({len(every) - len(runs)} superseded, skipped)")
         rows = signatures(runs) if runs else []
