@@ -70,6 +70,8 @@ FIELD_HELP = {
                       "the FLOPs; not bit-equal (rlbook.losspath.PREFIX_SHARING_TOLERANCE)",
     "merged_sampling": "rollouts sample from a lean copy with the LoRA update merged into the weights (dense Qwen3); "
                        "not bit-equal (rlbook.merged_decoder.MERGED_TOLERANCE)",
+    "static_sampling": "rollouts decode with a preallocated KV cache, a fixed-shape step replayed from a CUDA graph "
+                       "on a GPU (rlbook.static_sampling); needs merged_sampling",
     "skip_zero_advantage": "sequences whose every advantage is 0 run without grad in the training pass (no "
                            "backward; micro-batched updates skip them anyway); same gradient, other summation order",
     "sampling_graph": "on-policy updates backpropagate through the sampling pass (rlbook.lean_decoder, LoRA): no "
@@ -126,6 +128,7 @@ class RunConfig:
     rollout_batch_size: int = 0
     prefix_sharing: bool = False
     merged_sampling: bool = False
+    static_sampling: bool = False
     skip_zero_advantage: bool = False
     sampling_graph: bool = False
     # mixture of experts: train-vs-rollout mismatch and router replay (chapter 6)
@@ -177,6 +180,9 @@ class RunConfig:
         if self.merged_sampling and PRESETS[self.preset].moe:
             raise ValueError(f"merged_sampling=True needs a dense model; preset {self.preset!r} is a mixture of "
                              "experts")
+        if self.static_sampling and not self.merged_sampling:
+            raise ValueError("static_sampling=True decodes with the lean merged decoder: it needs merged_sampling=True "
+                             "(a dense preset, rollout_dtype='float32')")
         if self.sampling_graph:
             _check_sampling_graph(self)
         if self.objective == "dpo":
@@ -254,7 +260,7 @@ class RunConfig:
         values = {k: v for k, v in asdict(self).items() if k not in ("name", "experiment")}
         # fields newer than stored runs: unset (their default), they leave the identity unchanged
         for name in ("micro_batch_size", "rollout_batch_size", "prefix_sharing", "merged_sampling",
-                     "skip_zero_advantage", "sampling_graph"):
+                     "static_sampling", "skip_zero_advantage", "sampling_graph"):
             if not values[name]:
                 del values[name]
         for name, default in (("rollout_dtype", "float32"), ("router_noise", 0.0), ("router_replay", False)):

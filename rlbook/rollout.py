@@ -95,6 +95,14 @@ def step_mask(rows: torch.Tensor, attention: torch.Tensor) -> torch.Tensor:
     return rows[:, None, None, :].bool()
 
 
+def draw(logits: torch.Tensor, temperature: float, generator: torch.Generator | None):
+    """One token per row [B] from logits [B, V] (greedy when temperature == 0), its behaviour log-prob
+    log softmax(logits / T)[token] [B], and the log-probs of the distribution it was drawn from [B, V]."""
+    logprobs = torch.log_softmax(logits / temperature if temperature else logits, -1)
+    token = torch.multinomial(logprobs.exp(), 1, generator=generator)[:, 0] if temperature else logits.argmax(-1)
+    return token, logprobs.gather(-1, token[:, None])[:, 0], logprobs
+
+
 def sample(model, tokenizer, prompts: list[str], max_new_tokens: int, temperature: float = 1.0,
            generator: torch.Generator | None = None, graph: bool = False, router=None):
     """Sample one completion per prompt (greedy when temperature == 0). Returns ids, mask, logp, prompt ids/mask.
@@ -121,14 +129,7 @@ def sample(model, tokenizer, prompts: list[str], max_new_tokens: int, temperatur
         tokens, logps, masks, entropies = [], [], [], []
         for _ in range(max_new_tokens):
             logits = last.float().new_zeros(len(prompts), last.shape[-1]).index_copy_(0, running, last.float())
-            if temperature == 0:
-                token = logits.argmax(-1)
-                logprobs = torch.log_softmax(logits, -1)
-                logp = logprobs.gather(-1, token[:, None])[:, 0]
-            else:
-                logprobs = torch.log_softmax(logits / temperature, -1)
-                token = torch.multinomial(logprobs.exp(), 1, generator=generator)[:, 0]
-                logp = logprobs.gather(-1, token[:, None])[:, 0]
+            token, logp, logprobs = draw(logits, temperature, generator)
             live = ~finished
             tokens.append(torch.where(live, token, tokenizer.pad_token_id))
             logps.append(torch.where(live, logp, 0.0))
@@ -164,17 +165,24 @@ def decode(tokenizer, response_ids: torch.Tensor, response_mask: torch.Tensor) -
 
 def rollout(model, tokenizer, task, problems: list[Problem], group_size: int, max_new_tokens: int,
             temperature: float, generator: torch.Generator, policy_version: int, graph: bool = False,
-            router=None) -> Rollout:
+            router=None, static: bool = False) -> Rollout:
     """G completions for each problem (rows grouped: problem i owns rows i*G .. i*G+G-1), scored by the task; with
     graph=True the batch keeps the sampling pass's graph (`sample`); with a router_replay.RoutingRecorder the batch
-    holds the experts every token was routed to."""
+    holds the experts every token was routed to; static=True samples with a static KV cache (`model`: a lean
+    decoder, rlbook.static_sampling)."""
     repeated = [p for p in problems for _ in range(group_size)]
     was_training = model.training
     model.eval()
-    with router.installed() if router is not None else nullcontext():
-        prompt_ids, prompt_mask, ids, mask, logp, *entropy = sample(model, tokenizer, [p["prompt"] for p in repeated],
-                                                                    max_new_tokens, temperature, generator, graph,
-                                                                    router)
+    texts = [p["prompt"] for p in repeated]
+    if static:
+        from .static_sampling import static_sample  # it builds on this module
+        prompt_ids, prompt_mask, ids, mask, logp = static_sample(model, tokenizer, texts, max_new_tokens, temperature,
+                                                                 generator)
+        entropy = []
+    else:
+        with router.installed() if router is not None else nullcontext():
+            prompt_ids, prompt_mask, ids, mask, logp, *entropy = sample(model, tokenizer, texts, max_new_tokens,
+                                                                        temperature, generator, graph, router)
     model.train(was_training)
     routing = None if router is None else router.experts(prompt_mask, mask)
     completions = decode(tokenizer, ids, mask)

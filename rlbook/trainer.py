@@ -218,7 +218,7 @@ def train(config: RunConfig, run: Run, progress: bool = True) -> None:
                  if config.router_noise else None)
         batch = join_rollouts([rollout(policy, tokenizer, task, problems[i:i + per_call], config.group_size, max_new,
                                        config.temperature, generator, policy_version=version,
-                                       graph=config.sampling_graph,
+                                       graph=config.sampling_graph, static=config.static_sampling,
                                        router=RoutingRecorder(policy, config.router_noise, noise) if moe else None)
                                for i in range(0, len(problems), per_call)], tokenizer.pad_token_id)
         batch.replay_routing = config.router_replay

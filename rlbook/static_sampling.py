@@ -1,0 +1,111 @@
+"""Rollouts with a preallocated KV cache and one fixed-shape decoding step, replayed from a CUDA graph on a GPU.
+
+`rollout.sample` grows its KV cache by concatenation and drops finished rows from the batch: right for a CPU, where
+the work scales with the rows still running, but every step has new shapes, and on a GPU a nano model's step is a
+few hundred kernel launches around microseconds of arithmetic. Here (RunConfig.static_sampling) the cache is
+allocated once for prompt + max_new_tokens positions, every row runs to the end (a finished row's keys are masked
+out), and a decoding step reads its inputs from fixed buffers: on CUDA the step is recorded once per batch as a CUDA
+graph and then replayed, one launch per token; on the CPU the same step runs eagerly, which is how the tests hold
+it to `rollout.sample` (tests/test_static_sampling.py). The draw itself (temperature, random stream, behaviour
+log-probs) stays outside the graph and is `rollout.draw`, so the same seed draws the same tokens.
+
+The step runs the lean decoder (`rlbook.lean_decoder.LeanDecoder`, LoRA merged): a dense Qwen3 policy only.
+"""
+from __future__ import annotations
+
+import torch
+
+from .lean_decoder import KVCache, LeanDecoder
+from .rollout import distinct, draw, positions, prefill
+
+
+class StaticKVCache:
+    """Keys and values [B, kv_heads, length, head_dim] per layer, allocated once; `position` (a 1-element tensor, so
+    a captured graph reads it at replay) is where the next decoding step writes."""
+
+    def __init__(self, prefilled: KVCache, length: int):
+        self.keys, self.values = [], []
+        for key, value in zip(prefilled.keys, prefilled.values):
+            shape = (*key.shape[:2], length, key.shape[-1])
+            self.keys.append(key.new_zeros(shape).index_copy_(2, torch.arange(key.shape[2], device=key.device), key))
+            self.values.append(value.new_zeros(shape).index_copy_(2, torch.arange(key.shape[2], device=key.device),
+                                                                  value))
+        self.position = torch.full((1,), prefilled.keys[0].shape[2], dtype=torch.long, device=self.keys[0].device)
+
+    def update(self, layer: int, key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        self.keys[layer].index_copy_(2, self.position, key)
+        self.values[layer].index_copy_(2, self.position, value)
+        return self.keys[layer], self.values[layer]
+
+
+class DecodeStep:
+    """One token per row through `decoder` over a static cache, from fixed input buffers (token, position ids, the
+    key mask over all `length` positions); with cuda_graph=True recorded once as a CUDA graph and replayed."""
+
+    def __init__(self, decoder: LeanDecoder, cache: StaticKVCache, rows: int, length: int, cuda_graph: bool):
+        device = cache.keys[0].device
+        self.decoder, self.cache, self.graph = decoder, cache, None
+        self.token = torch.zeros(rows, 1, dtype=torch.long, device=device)
+        self.position_ids = torch.zeros(rows, 1, dtype=torch.long, device=device)
+        self.keys = torch.zeros(rows, 1, 1, length, dtype=torch.bool, device=device)
+        if cuda_graph:  # warm up on a side stream, then capture (the recipe of torch.cuda.graphs)
+            side = torch.cuda.Stream(device)
+            side.wait_stream(torch.cuda.current_stream(device))
+            with torch.cuda.stream(side):
+                self._run()  # writes at the cache's next position; the first real step overwrites it
+            torch.cuda.current_stream(device).wait_stream(side)
+            self.graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(self.graph):
+                self.logits = self._run()
+
+    def _run(self) -> torch.Tensor:
+        return self.decoder(input_ids=self.token, attention_mask=self.keys, position_ids=self.position_ids,
+                            past_key_values=self.cache).logits[:, -1]
+
+    def __call__(self, token: torch.Tensor, position_ids: torch.Tensor, keys: torch.Tensor, at: int) -> torch.Tensor:
+        """Last-position logits [B, V] after feeding `token` [B, 1] at cache position `at`."""
+        self.token.copy_(token)
+        self.position_ids.copy_(position_ids)
+        self.keys.copy_(keys[:, None, None, :])
+        self.cache.position.fill_(at)
+        if self.graph is None:
+            return self._run()
+        self.graph.replay()
+        return self.logits
+
+
+@torch.no_grad()
+def static_sample(decoder: LeanDecoder, tokenizer, prompts: list[str], max_new_tokens: int, temperature: float = 1.0,
+                  generator: torch.Generator | None = None, cuda_graph: bool | None = None):
+    """`rollout.sample` (graph=False) with a static KV cache: the same (prompt ids, prompt mask, response ids,
+    response mask, behaviour log-probs) and, for the same generator, the same tokens. cuda_graph: replay the decoding
+    step from a CUDA graph (None: on a CUDA device)."""
+    if not isinstance(decoder, LeanDecoder):
+        raise TypeError(f"static_sample runs a rlbook.lean_decoder.LeanDecoder, not {type(decoder).__name__}")
+    device = decoder.anchor.device
+    rows, inverse = distinct(prompts)
+    enc = tokenizer([prompts[r] for r in rows], return_tensors="pt", padding=True, add_special_tokens=False)
+    ids, mask, inverse = enc["input_ids"].to(device), enc["attention_mask"].to(device), inverse.to(device)
+    prompt_ids, prompt_mask = ids[inverse], mask[inverse]
+    last, prefilled = prefill(decoder, ids, mask, inverse)
+    width, length = ids.shape[1], ids.shape[1] + max_new_tokens
+    cache = StaticKVCache(prefilled, length)
+    keys = torch.zeros(len(prompts), length, dtype=torch.bool, device=device)
+    keys[:, :width] = prompt_mask.bool()
+    step = DecodeStep(decoder, cache, len(prompts), length, device.type == "cuda" if cuda_graph is None else cuda_graph)
+    next_position = positions(prompt_mask)[:, -1:] + 1
+    finished = torch.zeros(len(prompts), dtype=torch.bool, device=device)
+    tokens, logps, masks = [], [], []
+    for t in range(max_new_tokens):
+        logits = torch.where(finished[:, None], 0.0, last.float())  # finished rows: uniform, their draw discarded
+        token, logp, _ = draw(logits, temperature, generator)
+        live = ~finished
+        tokens.append(torch.where(live, token, tokenizer.pad_token_id))
+        logps.append(torch.where(live, logp, 0.0))
+        masks.append(live)
+        finished = finished | (token == tokenizer.eos_token_id)
+        if finished.all():
+            break
+        keys[:, width + t] = live  # the new token is a key for later steps only where its row was still running
+        last = step(tokens[-1][:, None], next_position + t, keys, width + t)
+    return prompt_ids, prompt_mask, torch.stack(tokens, 1), torch.stack(masks, 1).float(), torch.stack(logps, 1)
