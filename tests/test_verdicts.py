@@ -217,3 +217,21 @@ def test_router_replay_stability_and_baselines(tmp_path):
 def test_router_replay_missing_cells_say_so(tmp_path):
     runs = [moe_run(tmp_path, f"g{i}", [0.3, 0.5], seed=i) for i in range(3)]
     assert [s.verdict for s in verdicts.router_replay_signatures(runs)] == ["no runs"] * 6
+
+
+def test_fidelity_reads_chapter_5s_stored_trajectories():
+    """Chapter 5 stores merge results without weights (no RunStore runs): bench/fidelity.py reads them with
+    pma.load_references and gives the merging verdicts their seeds."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    from fidelity import CHAPTERS, stored
+
+    from rlbook.runs import reference_root
+
+    experiment, signatures = CHAPTERS["05 checkpoint merging (PMA)"]
+    references = [r for r in stored(str(reference_root()), experiment) if r.current]
+    assert len(references) >= 3  # the shipped trajectory seeds
+    rows = signatures(references)
+    assert len(rows) == 4 and all(r.verdict in (stats.REPRODUCED, stats.NOT_REPRODUCED, stats.WITHIN_NOISE)
+                                  for r in rows)
