@@ -40,36 +40,44 @@ class StaticKVCache:
 
 class DecodeStep:
     """One token per row through `decoder` over a static cache, from fixed input buffers (token, position ids, the
-    key mask over all `length` positions); with cuda_graph=True recorded once as a CUDA graph and replayed."""
+    key mask over all `length` positions); with cuda_graph=True recorded as a CUDA graph at the first call (after one
+    eager warm-up on a side stream, with that call's inputs) and replayed from then on."""
 
     def __init__(self, decoder: LeanDecoder, cache: StaticKVCache, rows: int, length: int, cuda_graph: bool):
         device = cache.keys[0].device
-        self.decoder, self.cache, self.graph = decoder, cache, None
+        self.decoder, self.cache, self.cuda_graph, self.graph = decoder, cache, cuda_graph, None
         self.token = torch.zeros(rows, 1, dtype=torch.long, device=device)
         self.position_ids = torch.zeros(rows, 1, dtype=torch.long, device=device)
         self.keys = torch.zeros(rows, 1, 1, length, dtype=torch.bool, device=device)
-        if cuda_graph:  # warm up on a side stream, then capture (the recipe of torch.cuda.graphs)
-            side = torch.cuda.Stream(device)
-            side.wait_stream(torch.cuda.current_stream(device))
-            with torch.cuda.stream(side):
-                self._run()  # writes at the cache's next position; the first real step overwrites it
-            torch.cuda.current_stream(device).wait_stream(side)
-            self.graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(self.graph):
-                self.logits = self._run()
 
     def _run(self) -> torch.Tensor:
         return self.decoder(input_ids=self.token, attention_mask=self.keys, position_ids=self.position_ids,
                             past_key_values=self.cache).logits[:, -1]
 
+    def _capture(self) -> None:
+        """Warm up on a side stream, then record (the recipe of torch.cuda.graphs). The warm-up writes this step's
+        keys and values at the cache position; recording runs nothing; the first replay writes them again."""
+        device = self.token.device
+        side = torch.cuda.Stream(device)
+        side.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(side):
+            self._run()
+        torch.cuda.current_stream(device).wait_stream(side)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self.logits = self._run()
+
     def __call__(self, token: torch.Tensor, position_ids: torch.Tensor, keys: torch.Tensor, at: int) -> torch.Tensor:
-        """Last-position logits [B, V] after feeding `token` [B, 1] at cache position `at`."""
+        """Last-position logits [B, V] after feeding `token` [B, 1] at cache position `at` (on CUDA a view of the
+        graph's output buffer: read it before the next call)."""
         self.token.copy_(token)
         self.position_ids.copy_(position_ids)
         self.keys.copy_(keys[:, None, None, :])
         self.cache.position.fill_(at)
-        if self.graph is None:
+        if not self.cuda_graph:
             return self._run()
+        if self.graph is None:
+            self._capture()
         self.graph.replay()
         return self.logits
 
