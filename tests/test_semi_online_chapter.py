@@ -77,8 +77,8 @@ def test_explorer_lists_objectives_and_sources(runs):
 def test_sweep_covers_objectives_sync_intervals_and_seeds():
     configs = sweep("semi_online", "cpu")
     assert {(c.objective, c.sync_every, c.seed) for c in configs} == {
-        (o, k, s) for o in ("grpo", "dpo") for k in (1, 10, 100, 0) for s in (0, 1, 2)}
-    assert len({c.hash() for c in configs}) == len(configs) == 24
+        (o, k, s) for o in ("grpo", "dpo") for k in (1, 10, 100, 0) for s in (0, 1, 2, 3, 4)}
+    assert len({c.hash() for c in configs}) == len(configs) == 40
     assert all(c.experiment == "07_semi_online" and c.total_updates == 400 for c in configs)
     with pytest.raises(ValueError, match="grpo, dpo"):
         semi_online_run("cpu", "m2po")
