@@ -97,6 +97,12 @@ SETS = {
         ("grpo s24", ch2("grpo", 24)),
         ("m2po s48", ch2("m2po", 48)),
     ],
+    # Chapter 4, round 2: Lopti ends at the warm start at lr 1e-3 in the reference runs (two Adam steps per batch).
+    # Does it keep GRPO's gain at half the learning rate, where each batch moves the policy about as far as GRPO's?
+    "kk-lopti-lr": lambda: [
+        ("lopti lr5e-4", ch4("lopti", lr=5e-4, eval_every=50, eval_samples=1)),
+        ("grpo lr5e-4", ch4("grpo", lr=5e-4, eval_every=50, eval_samples=1)),
+    ],
     # Chapter 2, round 2: the reference runs (lr 5e-4, s <= 48, 800 updates) never collapse without a trust region.
     # Does a larger dose of staleness or learning rate make no_clip collapse, and do the clip and M2PO hold where it
     # does? (s=96 and 192 at lr 5e-4 did not collapse, so GRPO and M2PO are run beside it at lr 2e-3 only.)
