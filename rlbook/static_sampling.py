@@ -26,10 +26,10 @@ class StaticKVCache:
     def __init__(self, prefilled: KVCache, length: int):
         self.keys, self.values = [], []
         for key, value in zip(prefilled.keys, prefilled.values):
-            shape = (*key.shape[:2], length, key.shape[-1])
-            self.keys.append(key.new_zeros(shape).index_copy_(2, torch.arange(key.shape[2], device=key.device), key))
-            self.values.append(value.new_zeros(shape).index_copy_(2, torch.arange(key.shape[2], device=key.device),
-                                                                  value))
+            shape, width = (*key.shape[:2], length, key.shape[-1]), key.shape[2]
+            self.keys.append(key.new_zeros(shape))
+            self.values.append(value.new_zeros(shape))
+            self.keys[-1][:, :, :width], self.values[-1][:, :, :width] = key, value
         self.position = torch.full((1,), prefilled.keys[0].shape[2], dtype=torch.long, device=self.keys[0].device)
 
     def update(self, layer: int, key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -3,8 +3,8 @@
 A warmup-stable-decay (WSD) SFT run keeps a checkpoint every V tokens; we merge the last N stable-phase checkpoints
 (`merging.merge_state_dicts`: SMA, EMA, WMA) and compare the merge with its last checkpoint and with annealed models,
 draw the loss surface around them (`pma_surface`), continue training from a merge (PMA-init), and recover from a
-loss spike by merging the checkpoints before it (`pma_training`). Every result is cached as JSON under `<runs>/pma/<trajectory>/`, keyed by its
-settings, so a rerun or a widget replays it without recomputing.
+loss spike by merging the checkpoints before it (`pma_training`). Every result is cached as JSON under
+`<runs>/pma/<trajectory>/`, keyed by its settings, so a rerun or a widget replays it without recomputing.
 
 Reference results: `store_reference` copies a trajectory's JSON results (never its weights) into
 `data/runs/05_merging/`, and `load_references` reads them back without any weights, for the chapter's verdict
