@@ -6,8 +6,8 @@ optimizer, evaluation (a benchmark).
                                     [--set sampling_graph=true]
 
 Runs the trainer's own pieces (rlbook.rollout.rollout, losspath.loss_and_tokens, backward, clip + AdamW, and one
-evaluation as the trainer makes it every eval_every updates: greedy + sampled accuracy) on chapter 1's config for
-`--updates` updates (GRPO, no staleness: one rollout batch per update, as the vs-TRL benchmark; `--set` changes
+evaluation as the trainer makes it every eval_every updates: greedy + sampled accuracy) on chapter 1's config, at
+the vs-TRL benchmark's update (16 prompts x 8, default trainer), for `--updates` updates (GRPO, no staleness: one rollout batch per update, as the vs-TRL benchmark; `--set` changes
 config fields, e.g. the opt-in speed options, which the pieces honour as the trainer does) and prints wall and
 CPU seconds per update of each phase (the evaluation's per update of eval_every), with the machine load; `--cprofile
 N` also prints the N functions with the most cumulative time. Timings are noisy on a shared machine: compare runs of
@@ -39,6 +39,7 @@ from rlbook.tasks import make_task
 from rlbook.trainer import init_policy
 
 PHASES = ("generation", "forward+loss", "backward", "optimizer", "evaluation")
+COMPARED_UPDATE = dict(prompts_per_step=16, sampling_graph=False)  # the update that bench/vs_trl.py times
 
 
 class Clock:
@@ -102,7 +103,8 @@ def main() -> int:
     args = parser.parse_args()
     set_cpu_threads()
     changes = {k: json.loads(v) for k, v in (item.split("=", 1) for item in args.set)}
-    config, clock = grpo_from_scratch(args.profile, args.seed, **changes), Clock()
+    config = grpo_from_scratch(args.profile, args.seed, **{**COMPARED_UPDATE, **changes})
+    clock = Clock()
     store = RunStore(args.store) if args.store else RunStore()
     profiler = cProfile.Profile() if args.cprofile else None
     load = os.getloadavg()

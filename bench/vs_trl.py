@@ -50,13 +50,21 @@ UNMATCHED = [
 ]
 
 
+def compared_config(seed: int, **changes):
+    """Chapter 1's cpu config at the settings both systems share: 16 prompts x 8 per update and the default
+    (bit-exact) trainer, whatever chapter 1's own budget is; a system's speed options come in as changes."""
+    from rlbook.experiments import grpo_from_scratch
+
+    return grpo_from_scratch(SETTINGS["profile"], seed, **{"prompts_per_step": SETTINGS["prompts"],
+                                                           "sampling_graph": False, **changes})
+
+
 def checkpoint_path(store_root: str | None) -> str:
     """The warm-started nano-small checkpoint of chapter 1's cpu profile (trained once if not cached)."""
-    from rlbook.experiments import grpo_from_scratch
     from rlbook.pretrain import WarmStartConfig, warm_start
     from rlbook.runs import RunStore
 
-    config = grpo_from_scratch(SETTINGS["profile"], 0)
+    config = compared_config(0)
     start = WarmStartConfig(preset=config.preset, task=config.task, task_params=config.task_params,
                             **config.warm_start)
     return str(warm_start(start, RunStore(store_root) if store_root else RunStore(), progress=True))
@@ -80,11 +88,10 @@ def clock() -> tuple[float, float]:
 
 
 def run_rlbook(seed: int, updates: int, checkpoint: str, changes: dict) -> dict:
-    from rlbook.experiments import grpo_from_scratch
     from rlbook.runs import RunStore
     from rlbook.trainer import train
 
-    config = grpo_from_scratch(SETTINGS["profile"], seed, init=checkpoint, total_updates=updates,
+    config = compared_config(seed, init=checkpoint, total_updates=updates,
                                eval_every=updates, checkpoint_every=updates, experiment="vs_trl", **changes)
     ends = []
     with tempfile.TemporaryDirectory() as root:
@@ -106,11 +113,10 @@ def run_trl(seed: int, updates: int, checkpoint: str, gradient_checkpointing: bo
     from trl import GRPOConfig, GRPOTrainer
 
     from rlbook.evaluate import accuracy, completion_budget, evaluation_problems
-    from rlbook.experiments import grpo_from_scratch
     from rlbook.models import LORA_TARGETS, load_pretrained
     from rlbook.tasks import make_task
 
-    config = grpo_from_scratch(SETTINGS["profile"], seed)
+    config = compared_config(seed)
     task = make_task(config.task, **config.task_params)
     model, tokenizer = load_pretrained(checkpoint)
     max_new, eval_set = completion_budget(task, tokenizer), evaluation_problems(config.task, config.task_params,
