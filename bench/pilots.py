@@ -127,6 +127,11 @@ SETS = {
         ("lopti lr5e-4", ch4("lopti", lr=5e-4, eval_every=50, eval_samples=1)),
         ("grpo lr5e-4", ch4("grpo", lr=5e-4, eval_every=50, eval_samples=1)),
     ],
+    # ... and with seeds 1 and 2 beside seed 0 (same settings), is the hint more than one seed's noise?
+    "kk-lopti-lr-seeds": lambda: [
+        (f"{variant} lr5e-4 seed{seed}", ch4(variant, seed, lr=5e-4, eval_every=50, eval_samples=1))
+        for seed in (1, 2) for variant in ("lopti", "grpo")
+    ],
     # Chapter 2, round 2: the reference runs (lr 5e-4, s <= 48, 800 updates) never collapse without a trust region.
     # Does a larger dose of staleness or learning rate make no_clip collapse, and do the clip and M2PO hold where it
     # does? (s=96 and 192 at lr 5e-4 did not collapse, so GRPO and M2PO are run beside it at lr 2e-3 only.)
