@@ -132,6 +132,12 @@ SETS = {
         (f"{variant} lr5e-4 seed{seed}", ch4(variant, seed, lr=5e-4, eval_every=50, eval_samples=1))
         for seed in (1, 2) for variant in ("lopti", "grpo")
     ],
+    # ... and the rest of chapter 4's grid at lr 5e-4 (GRPO and Lopti are the two sets above), 3 seeds each: the
+    # whole comparison at a rate where Lopti's second step does not double a step GRPO already takes at 1e-3
+    "kk-variants-lr5e-4": lambda: [
+        (f"{variant} lr5e-4 seed{seed}", ch4(variant, seed, lr=5e-4, eval_every=50, eval_samples=1))
+        for seed in (0, 1, 2) for variant in ("ar", "ar+lopti", "lopti_reversed")
+    ],
     # Chapter 2, round 2: the reference runs (lr 5e-4, s <= 48, 800 updates) never collapse without a trust region.
     # Does a larger dose of staleness or learning rate make no_clip collapse, and do the clip and M2PO hold where it
     # does? (s=96 and 192 at lr 5e-4 did not collapse, so GRPO and M2PO are run beside it at lr 2e-3 only.)
