@@ -6,12 +6,13 @@ optimizer, evaluation (a benchmark).
                                     [--set sampling_graph=true]
 
 Runs the trainer's own pieces (rlbook.rollout.rollout, losspath.loss_and_tokens, backward, clip + AdamW, and one
-evaluation as the trainer makes it every eval_every updates: greedy + sampled accuracy) on chapter 1's config, at
-the vs-TRL benchmark's update (16 prompts x 8, default trainer), for `--updates` updates (GRPO, no staleness: one rollout batch per update, as the vs-TRL benchmark; `--set` changes
-config fields, e.g. the opt-in speed options, which the pieces honour as the trainer does) and prints wall and
-CPU seconds per update of each phase (the evaluation's per update of eval_every), with the machine load; `--cprofile
-N` also prints the N functions with the most cumulative time. Timings are noisy on a shared machine: compare runs of
-one invocation, and CPU seconds rather than wall. Writes bench/results/profile_trainer-<device>-<commit>-<time>.json.
+evaluation as the trainer makes it every eval_every updates: greedy + sampled accuracy) on chapter 1's config at
+the vs-TRL benchmark's update (vs_trl.COMPARED_UPDATE: 16 prompts x 8, the default trainer; GRPO, no staleness, one
+rollout batch per update) for `--updates` updates (`--set` changes config fields, e.g. the opt-in speed options,
+which the pieces honour as the trainer does) and prints wall and CPU seconds per update of each phase (the
+evaluation's per update of eval_every), with the machine load; `--cprofile N` also prints the N functions with the
+most cumulative time. Timings are noisy on a shared machine: compare runs of one invocation, and CPU seconds rather
+than wall. Writes bench/results/profile_trainer-<device>-<commit>-<time>.json.
 """
 from __future__ import annotations
 
@@ -38,8 +39,10 @@ from rlbook.runs import RunStore
 from rlbook.tasks import make_task
 from rlbook.trainer import init_policy
 
+sys.path.insert(0, str(Path(__file__).parent))
+from vs_trl import COMPARED_UPDATE  # noqa: E402
+
 PHASES = ("generation", "forward+loss", "backward", "optimizer", "evaluation")
-COMPARED_UPDATE = dict(prompts_per_step=16, sampling_graph=False)  # the update that bench/vs_trl.py times
 
 
 class Clock:

@@ -37,6 +37,8 @@ SYSTEMS = ["rlbook", "rlbook-fast", "rlbook-graph", "trl", "trl-gc"]
 OPTIONS = {"rlbook": {}, "rlbook-fast": dict(prefix_sharing=True, merged_sampling=True, skip_zero_advantage=True),
            "rlbook-graph": dict(sampling_graph=True)}  # the opt-in speed options: not bit-equal
 SETTINGS = dict(profile="cpu", lora_rank=16, lora_alpha=32.0, prompts=16, group=8, lr=5e-4, threads=1)
+# The update both systems make, whatever chapter 1's own budget is: SETTINGS' prompts and the default trainer
+COMPARED_UPDATE = dict(prompts_per_step=SETTINGS["prompts"], sampling_graph=False)
 UNMATCHED = [
     "random streams: TRL samples with transformers' generate under its own seed (GRPOConfig.seed = run seed); "
     "rlbook with its own sampling loop and torch.Generator(seed), so the two draw different completions",
@@ -51,12 +53,10 @@ UNMATCHED = [
 
 
 def compared_config(seed: int, **changes):
-    """Chapter 1's cpu config at the settings both systems share: 16 prompts x 8 per update and the default
-    (bit-exact) trainer, whatever chapter 1's own budget is; a system's speed options come in as changes."""
+    """Chapter 1's cpu config at the compared update; a system's speed options come in as changes."""
     from rlbook.experiments import grpo_from_scratch
 
-    return grpo_from_scratch(SETTINGS["profile"], seed, **{"prompts_per_step": SETTINGS["prompts"],
-                                                           "sampling_graph": False, **changes})
+    return grpo_from_scratch(SETTINGS["profile"], seed, **{**COMPARED_UPDATE, **changes})
 
 
 def checkpoint_path(store_root: str | None) -> str:
@@ -91,8 +91,8 @@ def run_rlbook(seed: int, updates: int, checkpoint: str, changes: dict) -> dict:
     from rlbook.runs import RunStore
     from rlbook.trainer import train
 
-    config = compared_config(seed, init=checkpoint, total_updates=updates,
-                               eval_every=updates, checkpoint_every=updates, experiment="vs_trl", **changes)
+    config = compared_config(seed, init=checkpoint, total_updates=updates, eval_every=updates,
+                             checkpoint_every=updates, experiment="vs_trl", **changes)
     ends = []
     with tempfile.TemporaryDirectory() as root:
         run = RunStore(root).create(config)
