@@ -148,6 +148,28 @@ SETS = {
         ("grpo s48 lr2e-3", ch2("grpo", 48, total_updates=800, lr=2e-3)),
         ("m2po s48 lr2e-3", ch2("m2po", 48, total_updates=800, lr=2e-3)),
     ],
+    # Chapter 2, round 3: between lr 5e-4 (nothing collapses) and 2e-3 (everything does). At lr 1e-3 over 400
+    # updates no_clip s=48 swung between 0.35 and 0.50 (pilot `stale`): does a rate in between give the paper's
+    # rise-then-collapse without a trust region while the clip and M2PO hold?
+    "collapse-lr": lambda: [
+        ("no_clip s48 lr1e-3", ch2("no_clip", 48, total_updates=800)),
+        ("no_clip s48 lr1.4e-3", ch2("no_clip", 48, total_updates=800, lr=1.4e-3)),
+        ("grpo s48 lr1.4e-3", ch2("grpo", 48, total_updates=800, lr=1.4e-3)),
+        ("m2po s48 lr1.4e-3", ch2("m2po", 48, total_updates=800, lr=1.4e-3)),
+        ("grpo s0 lr1.4e-3", ch2("grpo", 0, total_updates=800, lr=1.4e-3)),
+    ],
+    # ... lr 1e-3 swings around the base, 1.4e-3 falls straight to 0: is there a prosperity phase in between?
+    "collapse-lr-mid": lambda: [
+        ("no_clip s48 lr7e-4", ch2("no_clip", 48, total_updates=800, lr=7e-4)),
+        ("no_clip s48 lr8.5e-4", ch2("no_clip", 48, total_updates=800, lr=8.5e-4)),
+    ],
+    # Chapter 7, round 2: at lr 5e-4 DPO trained on one generator's pairs for 100 updates falls to 0.15-0.3 within
+    # the first 50 (reference runs, sync every 100 and offline). At lr 1e-4 each update moves the policy a fifth as
+    # far: does semi-online DPO at sync 100 then stay with online, as the paper found?
+    "dpo-lr": lambda: [
+        (f"dpo {label} lr1e-4", semi_online_run("cpu", "dpo", sync, lr=1e-4))
+        for label, sync in (("online", 1), ("sync100", 100), ("offline", 0), ("sync10", 10))
+    ],
 }
 
 
