@@ -163,6 +163,11 @@ SETS = {
         ("no_clip s48 lr7e-4", ch2("no_clip", 48, total_updates=800, lr=7e-4)),
         ("no_clip s48 lr8.5e-4", ch2("no_clip", 48, total_updates=800, lr=8.5e-4)),
     ],
+    # ... and at 1.4e-3, where no_clip fell to 0 and GRPO and M2PO held near 0.4, seeds 1 and 2 beside seed 0
+    "collapse-lr-seeds": lambda: [
+        (f"{objective} s48 lr1.4e-3 seed{seed}", ch2(objective, 48, seed, total_updates=800, lr=1.4e-3))
+        for seed in (1, 2) for objective in ("no_clip", "grpo", "m2po")
+    ],
     # Chapter 7, round 2: at lr 5e-4 DPO trained on one generator's pairs for 100 updates falls to 0.15-0.3 within
     # the first 50 (reference runs, sync every 100 and offline). At lr 1e-4 each update moves the policy a fifth as
     # far: does semi-online DPO at sync 100 then stay with online, as the paper found?
