@@ -168,6 +168,11 @@ SETS = {
         (f"{objective} s48 lr1.4e-3 seed{seed}", ch2(objective, 48, seed, total_updates=800, lr=1.4e-3))
         for seed in (1, 2) for objective in ("no_clip", "grpo", "m2po")
     ],
+    # ... is the collapse at 1.4e-3 staleness at all? no_clip on-policy (s=0) at that rate, and GRPO s=0 seeds 1, 2
+    "collapse-lr-control": lambda: [
+        ("no_clip s0 lr1.4e-3", ch2("no_clip", 0, total_updates=800, lr=1.4e-3)),
+        *[(f"grpo s0 lr1.4e-3 seed{seed}", ch2("grpo", 0, seed, total_updates=800, lr=1.4e-3)) for seed in (1, 2)],
+    ],
     # Chapter 7, round 2: at lr 5e-4 DPO trained on one generator's pairs for 100 updates falls to 0.15-0.3 within
     # the first 50 (reference runs, sync every 100 and offline). At lr 1e-4 each update moves the policy a fifth as
     # far: does semi-online DPO at sync 100 then stay with online, as the paper found?

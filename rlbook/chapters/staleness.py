@@ -9,7 +9,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from .. import stats
-from .m2po import COLORS, aggregate, band, batch_rewards, finish, group_runs, run_label, setting, smooth
+from .m2po import COLORS, aggregate, band, batch_rewards, finish, group_runs, mean_of, run_label, setting, smooth
 from .style import axis_label, title
 
 def _staleness_color(s, stalenesses):
@@ -61,6 +61,34 @@ def final_vs_staleness(runs, metric: str = "eval_greedy_acc"):
     ax.set(xlabel="staleness s (model updates between sampling and training)",
            ylabel=axis_label(metric) + ", mean of the last 3 evaluations",
            title=f"Final {title(metric).lower()} against staleness (bars: 1 standard error over seeds)")
+    return finish(fig, ax, ncols=4)
+
+
+def final_vs_m2(runs, metric: str = "eval_greedy_acc", tau: float = 0.04):
+    """Each setting's score against the drift its stale data carried: the M2 of the trained batches (the mean
+    squared log-ratio of policy to sampler over all response tokens, before any clip or mask; M2PO Eq. 3), averaged
+    over the run. One point per (objective, staleness): the seed mean, bars one standard error on both axes; the
+    staleness is written beside each point. Staleness is a count of updates; M2 is what it does to the data."""
+    fig, ax = plt.subplots(figsize=(9, 5))
+    for objective, group in group_runs(runs, key=lambda r: r.config.objective).items():
+        cells = group_runs(group, key=lambda r: r.config.staleness)
+        m2 = [stats.estimate([mean_of(r, "m2") for r in seeds]) for seeds in cells.values()]
+        score = [stats.estimate([stats.score(r, metric) for r in seeds]) for seeds in cells.values()]
+        ax.errorbar([e.mean for e in m2], [e.mean for e in score], xerr=[e.se for e in m2],
+                    yerr=[e.se for e in score], marker="o", ms=7, capsize=3, color=COLORS.get(objective),
+                    label=objective)
+        for s, x, y in zip(cells, m2, score):
+            ax.annotate(f"s={s}", (x.mean, y.mean), textcoords="offset points", xytext=(6, 6), fontsize=9,
+                        color=COLORS.get(objective))
+    ax.axvline(tau, color="black", ls="--", lw=1, label=f"M2PO's tau = {tau:g}")
+    if runs:
+        ax.axhline(np.mean([stats.base_score(r, metric) for r in runs]), color="grey", ls=":", lw=1.5,
+                   label="base model")
+    ax.set_xscale("log")
+    ax.margins(x=0.15, y=0.15)
+    ax.set(xlabel="M2 of the trained batches (mean squared log-ratio, before clip or mask; log scale)",
+           ylabel=axis_label(metric) + ", mean of the last 3 evaluations",
+           title="Final accuracy against the drift (M2) of the data trained on")
     return finish(fig, ax, ncols=4)
 
 
