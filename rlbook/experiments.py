@@ -88,6 +88,29 @@ def staleness_sweep(profile: str = "auto") -> list[RunConfig]:
     return [stale_run(profile, o, s, seed) for o, s in grid for seed in SEEDS[profile]]
 
 
+# Chapter 2 at a faster drift: the profile's learning rate times 2.8 (cpu: 5e-4 -> 1.4e-3). At the cpu profile's rate
+# no objective collapses, even with no trust region at s = 192; at 4x (2e-3) every objective does. Between them
+# (pilots collapse-lr*, bench/results/), 2.8x is where no_clip at s = 48 fell to 0 while GRPO's clip and M2PO's mask
+# held every seed near 0.4: the trust region's job made visible.
+FAST_DRIFT_LR_FACTOR = 2.8
+FAST_DRIFT_CELLS = (("grpo", 0), ("no_clip", 0), ("grpo", "largest"), ("no_clip", "largest"), ("m2po", "largest"))
+
+
+def fast_drift_sweep(profile: str = "auto") -> list[RunConfig]:
+    """Chapter 2: on-policy and the largest staleness at FAST_DRIFT_LR_FACTOR times the learning rate, with and
+    without a trust region (experiment 02_fast_drift, every seed that decides a verdict)."""
+    profile = resolve_profile(profile)
+    largest = max(STALENESS[profile])
+    lr = FAST_DRIFT_LR_FACTOR * BASE[profile]["lr"]
+    configs = []
+    for objective, s in FAST_DRIFT_CELLS:
+        s = largest if s == "largest" else s
+        configs += [stale_run(profile, objective, s, seed, lr=lr, experiment="02_fast_drift",
+                              name=f"{objective}-s{s}-lr{lr:.3g}-{profile}-seed{seed}")
+                    for seed in DECISIVE_SEEDS[profile]]
+    return configs
+
+
 def tau_sweep(profile: str = "auto") -> list[RunConfig]:
     """Chapter 3: M2PO's threshold tau at the largest staleness (the paper's Fig. 8). At the default tau the runs are
     the staleness sweep's own M2PO runs (same config, so they are trained once)."""
@@ -178,8 +201,8 @@ def semi_online_sweep(profile: str = "auto") -> list[RunConfig]:
 
 
 SWEEPS = {"grpo": lambda p: [grpo_from_scratch(p, s) for s in DECISIVE_SEEDS[resolve_profile(p)]],
-          "staleness": staleness_sweep, "tau": tau_sweep, "lopti": lopti_sweep, "router_replay": router_replay_sweep,
-          "semi_online": semi_online_sweep}
+          "staleness": staleness_sweep, "fast_drift": fast_drift_sweep, "tau": tau_sweep, "lopti": lopti_sweep,
+          "router_replay": router_replay_sweep, "semi_online": semi_online_sweep}
 
 
 def sweep(name: str, profile: str = "auto") -> list[RunConfig]:

@@ -49,7 +49,14 @@ def test_a_match_of_runs_that_learn_nothing_is_not_a_match(tmp_path):
     runs = (seeds(tmp_path, "g0", [0.3, 0.31, 0.29], objective="grpo")
             + seeds(tmp_path, "m16", [0.3, 0.29, 0.305], objective="m2po", staleness=16))
     match = [s for s in verdicts.staleness_signatures(runs) if "matches" in s.claim][0]
-    assert match.verdict == stats.WITHIN_NOISE and "barely learn" in match.observed
+    assert match.verdict == stats.WITHIN_NOISE and "barely learns" in match.observed
+
+
+def test_m2po_far_below_an_on_policy_grpo_that_learns_is_not_a_match(tmp_path):
+    runs = (seeds(tmp_path, "g0", [0.5, 0.51, 0.49], objective="grpo")
+            + seeds(tmp_path, "m16", [0.2, 0.21, 0.19], objective="m2po", staleness=16))
+    match = [s for s in verdicts.staleness_signatures(runs) if "matches" in s.claim][0]
+    assert match.verdict == stats.NOT_REPRODUCED and "barely" not in match.observed
 
 
 def test_clip_mask_signatures(tmp_path):
