@@ -180,6 +180,12 @@ SETS = {
         (f"dpo {label} lr1e-4", semi_online_run("cpu", "dpo", sync, lr=1e-4))
         for label, sync in (("online", 1), ("sync100", 100), ("offline", 0), ("sync10", 10))
     ],
+    # ... a larger beta saturates DPO's sigmoid at a smaller log-ratio margin, so the loss stops pulling sooner: does
+    # it keep DPO on a stale generator's pairs from walking away (lr 5e-4, as the reference runs)?
+    "dpo-beta": lambda: [
+        (f"dpo {label} beta{beta}", semi_online_run("cpu", "dpo", sync, objective_params={"beta": beta}))
+        for beta in (0.5, 1.0) for label, sync in (("sync100", 100), ("offline", 0), ("online", 1))
+    ],
 }
 
 
