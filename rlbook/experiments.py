@@ -112,13 +112,15 @@ def fast_drift_sweep(profile: str = "auto") -> list[RunConfig]:
 
 
 def tau_sweep(profile: str = "auto") -> list[RunConfig]:
-    """Chapter 3: M2PO's threshold tau at the largest staleness (the paper's Fig. 8). At the default tau the runs are
-    the staleness sweep's own M2PO runs (same config, so they are trained once)."""
+    """Chapter 3: M2PO's threshold tau at the largest staleness (the paper's Fig. 8), every seed that decides a verdict
+    (signature f compares taus). At the default tau the runs are the staleness sweep's own M2PO runs (same config,
+    so they are trained once)."""
     profile = resolve_profile(profile)
     largest = max(STALENESS[profile])
     return [stale_run(profile, "m2po", largest, seed) if tau == DEFAULT_TAU else
             stale_run(profile, "m2po", largest, seed, objective_params={"tau": tau},
-                      name=f"m2po-tau{tau}-s{largest}-{profile}-seed{seed}") for tau in TAUS for seed in SEEDS[profile]]
+                      name=f"m2po-tau{tau}-s{largest}-{profile}-seed{seed}")
+            for tau in TAUS for seed in DECISIVE_SEEDS[profile]]
 
 
 def lopti_run(profile: str = "auto", variant: str = "grpo", seed: int = 0, **changes) -> RunConfig:

@@ -76,14 +76,17 @@ def test_a_run_with_other_settings_is_not_superseded(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("profile", ["smoke", "cpu"])
 def test_the_tau_sweep_reuses_the_staleness_sweeps_m2po_runs_at_the_default_tau(profile):
-    from rlbook.experiments import DEFAULT_TAU, TAUS, staleness_sweep, tau_sweep
+    from rlbook.experiments import DECISIVE_SEEDS, DEFAULT_TAU, STALENESS, TAUS, stale_run, staleness_sweep, tau_sweep
 
-    stale = {c.hash() for c in staleness_sweep(profile)}
+    largest = max(STALENESS[profile])
+    stale = {stale_run(profile, "m2po", largest, seed).hash(): seed for seed in DECISIVE_SEEDS[profile]}
+    assert {c.hash() for c in staleness_sweep(profile) if c.objective == "m2po" and c.staleness == largest} <= set(stale)
     taus = tau_sweep(profile)
     shared = [c for c in taus if c.hash() in stale]
-    assert len(shared) == len(taus) // len(TAUS) and all("tau" not in c.objective_params for c in shared)
+    assert sorted(c.seed for c in shared) == DECISIVE_SEEDS[profile]
+    assert all("tau" not in c.objective_params for c in shared)
     others = {c.objective_params["tau"] for c in taus if c.hash() not in stale}
-    assert others == set(TAUS) - {DEFAULT_TAU}
+    assert others == set(TAUS) - {DEFAULT_TAU} and len(taus) == len(TAUS) * len(DECISIVE_SEEDS[profile])
 
 
 @pytest.mark.parametrize("profile", ["smoke", "cpu"])
