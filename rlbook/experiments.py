@@ -80,12 +80,15 @@ KNIGHTS_KNAVES = {"task": "knights_knaves", "task_params": {"num_people": [2, 3]
 
 
 def staleness_sweep(profile: str = "auto") -> list[RunConfig]:
-    """Chapter 2: objectives x staleness, plus gspo and tis at the largest staleness, for every seed."""
+    """Chapter 2: objectives x staleness, plus gspo and tis at the largest staleness, for every seed; the cells the
+    verdicts compare (on-policy GRPO; GRPO, no_clip and M2PO at the largest staleness) for every decisive seed."""
     profile = resolve_profile(profile)
     largest = max(STALENESS[profile])
     grid = [(o, s) for s in STALENESS[profile] for o in SWEEP_OBJECTIVES]
     grid += [(o, largest) for o in AT_LARGEST_STALENESS]
-    return [stale_run(profile, o, s, seed) for o, s in grid for seed in SEEDS[profile]]
+    decisive = {("grpo", 0), ("grpo", largest), ("no_clip", largest), ("m2po", largest)}
+    return [stale_run(profile, o, s, seed) for o, s in grid
+            for seed in (DECISIVE_SEEDS if (o, s) in decisive else SEEDS)[profile]]
 
 
 # Chapter 2 at a faster drift: the profile's learning rate times 2.8 (cpu: 5e-4 -> 1.4e-3). At the cpu profile's rate
@@ -137,7 +140,7 @@ def lopti_run(profile: str = "auto", variant: str = "grpo", seed: int = 0, **cha
 
 def lopti_sweep(profile: str = "auto") -> list[RunConfig]:
     profile = resolve_profile(profile)
-    return [lopti_run(profile, v, seed) for v in LOPTI_VARIANTS for seed in SEEDS[profile]]
+    return [lopti_run(profile, v, seed) for v in LOPTI_VARIANTS for seed in DECISIVE_SEEDS[profile]]
 
 
 # Chapter 6 (R3, arXiv 2510.11370): GRPO on a mixture of experts whose rollouts come from a bfloat16 engine copy of

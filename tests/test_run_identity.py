@@ -102,3 +102,14 @@ def test_the_fast_drift_sweep_differs_from_the_staleness_sweep_only_in_its_learn
         assert config.lr == pytest.approx(FAST_DRIFT_LR_FACTOR * slow.lr)
         assert config.hash() == slow.replace(lr=config.lr).hash()  # nothing else differs
     assert {c.staleness for c in fast} == {0, max(STALENESS[profile])}
+
+
+def test_the_staleness_sweep_gives_the_compared_cells_every_decisive_seed():
+    from collections import Counter
+
+    from rlbook.experiments import DECISIVE_SEEDS, SEEDS, staleness_sweep
+
+    seeds = Counter((c.objective, c.staleness) for c in staleness_sweep("cpu"))
+    compared = {("grpo", 0), ("grpo", 48), ("no_clip", 48), ("m2po", 48)}
+    assert {cell for cell, n in seeds.items() if n == len(DECISIVE_SEEDS["cpu"])} == compared
+    assert all(n == len(SEEDS["cpu"]) for cell, n in seeds.items() if cell not in compared)
