@@ -131,9 +131,8 @@ def test_final_vs_m2_places_each_setting_at_its_measured_drift(sweep):
     fig = staleness.final_vs_m2(runs)
     ax = fig.axes[0]
     assert len(ax.containers) == 3 and ax.get_xscale() == "log"  # one errorbar series per objective
-    grpo = m2po.select(runs, "grpo")
-    drift = [stats.estimate([m2po.mean_of(r, "m2") for r in m2po.select(grpo, "grpo", s)]).mean for s in (0, 4)]
-    scores = [stats.estimate([stats.score(r) for r in m2po.select(grpo, "grpo", s)]).mean for s in (0, 4)]
+    drift = [stats.estimate([m2po.mean_of(r, "m2") for r in m2po.select(runs, "grpo", s)]).mean for s in (0, 4)]
+    scores = [stats.estimate([stats.score(r) for r in m2po.select(runs, "grpo", s)]).mean for s in (0, 4)]
     line = ax.containers[0].lines[0]
     assert line.get_xdata().tolist() == pytest.approx(drift) and line.get_ydata().tolist() == pytest.approx(scores)
     assert sorted(t.get_text() for t in ax.texts) == ["s=0", "s=4", "s=4", "s=4"]

@@ -91,11 +91,11 @@ def test_the_tau_sweep_reuses_the_staleness_sweeps_m2po_runs_at_the_default_tau(
 
 @pytest.mark.parametrize("profile", ["smoke", "cpu"])
 def test_the_fast_drift_sweep_differs_from_the_staleness_sweep_only_in_its_learning_rate(profile):
-    from rlbook.experiments import (DECISIVE_SEEDS, FAST_DRIFT_CELLS, FAST_DRIFT_LR_FACTOR, STALENESS,
-                                    fast_drift_sweep, stale_run)
+    from rlbook.experiments import (COMPARED_AT_LARGEST, DECISIVE_SEEDS, FAST_DRIFT_LR_FACTOR, FAST_DRIFT_ON_POLICY,
+                                    STALENESS, fast_drift_sweep, stale_run)
 
     fast = fast_drift_sweep(profile)
-    assert len(fast) == len(FAST_DRIFT_CELLS) * len(DECISIVE_SEEDS[profile])
+    assert len(fast) == (len(FAST_DRIFT_ON_POLICY) + len(COMPARED_AT_LARGEST)) * len(DECISIVE_SEEDS[profile])
     assert len({c.hash() for c in fast}) == len(fast) and {c.experiment for c in fast} == {"02_fast_drift"}
     for config in fast:
         slow = stale_run(profile, config.objective, config.staleness, config.seed)

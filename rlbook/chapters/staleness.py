@@ -9,6 +9,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from .. import stats
+from ..experiments import DEFAULT_TAU
 from .m2po import COLORS, aggregate, band, batch_rewards, finish, group_runs, mean_of, run_label, setting, smooth
 from .style import axis_label, title
 
@@ -64,7 +65,7 @@ def final_vs_staleness(runs, metric: str = "eval_greedy_acc"):
     return finish(fig, ax, ncols=4)
 
 
-def final_vs_m2(runs, metric: str = "eval_greedy_acc", tau: float = 0.04):
+def final_vs_m2(runs, metric: str = "eval_greedy_acc", tau: float = DEFAULT_TAU):
     """Each setting's score against the drift its stale data carried: the M2 of the trained batches (the mean
     squared log-ratio of policy to sampler over all response tokens, before any clip or mask; M2PO Eq. 3), averaged
     over the run. One point per (objective, staleness): the seed mean, bars one standard error on both axes; the
