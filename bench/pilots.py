@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from learning_gain import save_result  # noqa: E402
 
 from rlbook import stats  # noqa: E402
-from rlbook.experiments import grpo_from_scratch, lopti_run, semi_online_run, stale_run  # noqa: E402
+from rlbook.experiments import KNIGHTS_KNAVES, grpo_from_scratch, lopti_run, semi_online_run, stale_run  # noqa: E402
 from rlbook.replay import run_or_load  # noqa: E402
 from rlbook.runs import RunStore, default_root  # noqa: E402
 
@@ -104,6 +104,14 @@ SETS = {
         ("kk grpo lr1e-3 32x8 fast", ch4("grpo", lr=1e-3, prompts_per_step=32, total_updates=300, eval_every=50,
                                          eval_samples=1, **KK_FAST)),
     ],
+    # Chapter 4, round 4: the scratchpad warm start goes from 0 to 0.32 on the validation split between steps 800
+    # and 1,025; the reference runs start RL at its end, where GRPO mostly sharpens what the model already does.
+    # Started mid-transition (the first evaluation at 15% or more), has GRPO more to learn?
+    "kk-warm": lambda: [
+        (f"kk grpo lr1e-3 warm0.15 seed{seed}", ch4("grpo", seed, lr=1e-3, eval_every=50, eval_samples=1, **KK_FAST,
+                                                    warm_start={**KNIGHTS_KNAVES["warm_start"], "target_accuracy": 0.15}))
+        for seed in (0, 1, 2)
+    ],
     # Chapter 7: does online DPO learn the arithmetic task at all (rate and beta), and does offline GRPO fall behind?
     "semi-online": lambda: [
         ("dpo online lr5e-4 b0.1", semi_online_run("cpu", "dpo", 1, total_updates=200)),
@@ -172,6 +180,19 @@ SETS = {
     "collapse-lr-control": lambda: [
         ("no_clip s0 lr1.4e-3", ch2("no_clip", 0, total_updates=800, lr=1.4e-3)),
         *[(f"grpo s0 lr1.4e-3 seed{seed}", ch2("grpo", 0, seed, total_updates=800, lr=1.4e-3)) for seed in (1, 2)],
+    ],
+    # Chapter 2, round 4: at lr 5e-4 staleness costs GRPO 0.036 and M2PO recovers none of it (+0.005 +- 0.005); at
+    # 1.4e-3 it costs 0.117 but M2PO's mask lets two of five seeds fall late. Does the rate in between give a cost
+    # large enough to recover, with M2PO holding, so that M2PO at s=48 beats GRPO at s=48 as in the paper?
+    "m2po-lr": lambda: [
+        (f"{objective} s{staleness} lr1e-3 seed{seed}", ch2(objective, staleness, seed, total_updates=800))
+        for seed in (0, 1, 2) for objective, staleness in (("grpo", 0), ("grpo", 48), ("m2po", 48))
+    ],
+    # ... and the rule of the authors' released code (objective m2po_cap: one cap on |log r| and a clip, not
+    # Algorithm 1's mask) at s=48, at the reference rate and at 1e-3: does it beat GRPO where Algorithm 1 does not?
+    "m2po-cap": lambda: [
+        (f"m2po_cap s48 lr{lr:g} seed{seed}", ch2("m2po_cap", 48, seed, total_updates=800, lr=lr))
+        for lr in (5e-4, 1e-3) for seed in (0, 1, 2)
     ],
     # Chapter 7, round 2: at lr 5e-4 DPO trained on one generator's pairs for 100 updates falls to 0.15-0.3 within
     # the first 50 (reference runs, sync every 100 and offline). At lr 1e-4 each update moves the policy a fifth as
