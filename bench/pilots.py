@@ -20,7 +20,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from learning_gain import save_result  # noqa: E402
 
 from rlbook import stats  # noqa: E402
-from rlbook.experiments import KNIGHTS_KNAVES, grpo_from_scratch, lopti_run, semi_online_run, stale_run  # noqa: E402
+from rlbook.experiments import (KNIGHTS_KNAVES, grpo_from_scratch, lopti_run, router_run, semi_online_run,  # noqa: E402
+                               stale_run)
 from rlbook.replay import run_or_load  # noqa: E402
 from rlbook.runs import RunStore, default_root  # noqa: E402
 
@@ -193,6 +194,20 @@ SETS = {
     "m2po-cap": lambda: [
         (f"m2po_cap s48 lr{lr:g} seed{seed}", ch2("m2po_cap", 48, seed, total_updates=800, lr=lr))
         for lr in (5e-4, 1e-3) for seed in (0, 1, 2)
+    ],
+    # Chapter 6, round 2: in the reference runs (router noise 0.2, lr 1e-4) GRPO without R3 never collapses, so R3 has
+    # nothing to prevent. With more mismatch (noise 0.5: 44% of routing decisions flipped, F(2) 4.9% on the warm
+    # start) or a 3x larger step, does GRPO without R3 fall from its peak while GRPO with R3 holds, as in the paper?
+    "r3-collapse": lambda: [
+        (f"{variant} noise{noise} lr{lr:g} seed{seed}", router_run("cpu", variant, seed, router_noise=noise, lr=lr))
+        for seed in (0, 1) for noise, lr in ((0.5, 1e-4), (0.2, 3e-4)) for variant in ("grpo", "grpo+r3")
+    ],
+    # ... at noise 0.5 R3 ended above GRPO in seeds 0 and 1 (3x the step collapsed both alike): seeds 2-4 of the two,
+    # and TIS beside them (the variant that beat R3 at noise 0.2), 5 seeds
+    "r3-noise-seeds": lambda: [
+        *[(f"{variant} noise0.5 seed{seed}", router_run("cpu", variant, seed, router_noise=0.5))
+          for seed in (2, 3, 4) for variant in ("grpo", "grpo+r3")],
+        *[(f"tis noise0.5 seed{seed}", router_run("cpu", "tis", seed, router_noise=0.5)) for seed in range(5)],
     ],
     # Chapter 7, round 2: at lr 5e-4 DPO trained on one generator's pairs for 100 updates falls to 0.15-0.3 within
     # the first 50 (reference runs, sync every 100 and offline). At lr 1e-4 each update moves the policy a fifth as
