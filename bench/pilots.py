@@ -195,6 +195,15 @@ SETS = {
         (f"m2po_cap s48 lr{lr:g} seed{seed}", ch2("m2po_cap", 48, seed, total_updates=800, lr=lr))
         for lr in (5e-4, 1e-3) for seed in (0, 1, 2)
     ],
+    # Chapter 3, round 2: the paper's on-policy GRPO clips 0.07% and its M2PO at s=256 masks 0.02%; ours, 0.72% and
+    # 3.50%, because our policy drifts far more per update (M2 of the s=48 batch 3.4 x tau). At half the reference
+    # rate M2 per lag falls about 4-fold (M2 ~ (lr x lag)^2): does M2PO then mask no more than on-policy GRPO clips,
+    # while GRPO's clip at the largest s stays >= 3x on-policy? s=96 at half the rate drifts as s=48 does at 5e-4.
+    "m2po-slow": lambda: [
+        (f"{objective} s{staleness} lr2.5e-4 seed{seed}", ch2(objective, staleness, seed, total_updates=800, lr=2.5e-4))
+        for seed in (0, 1, 2) for objective, staleness in (("grpo", 0), ("grpo", 48), ("m2po", 48), ("grpo", 96),
+                                                            ("m2po", 96))
+    ],
     # Chapter 6, round 2: in the reference runs (router noise 0.2, lr 1e-4) GRPO without R3 never collapses, so R3 has
     # nothing to prevent. With more mismatch (noise 0.5: 44% of routing decisions flipped, F(2) 4.9% on the warm
     # start) or a 3x larger step, does GRPO without R3 fall from its peak while GRPO with R3 holds, as in the paper?
