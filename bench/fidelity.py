@@ -36,9 +36,11 @@ CHAPTERS = {
     "01 GRPO from scratch": ("01_grpo", verdicts.grpo_learns),
     "02 staleness (M2PO)": ("02_staleness", lambda runs: verdicts.staleness_signatures(sweep(runs))),
     "02 staleness at 2.8x the learning rate (fast drift)": ("02_fast_drift", verdicts.staleness_signatures),
+    "02 staleness at half the learning rate, s up to 96 (slow drift)": ("02_slow_drift", verdicts.staleness_signatures),
     "03 clip vs mask (M2PO)": ("02_staleness", lambda runs: verdicts.clip_mask_signatures(sweep(runs))
                                + verdicts.entropy_signature(sweep(runs))
                                + verdicts.tau_signatures(tau_runs(runs))),
+    "03 clip vs mask at half the learning rate (slow drift)": ("02_slow_drift", verdicts.clip_mask_signatures),
     "04 Lopti / Advantage Reweighting": ("04_lopti", verdicts.lopti_signatures),
     "05 checkpoint merging (PMA)": (pma.REFERENCE_EXPERIMENT, merging_verdicts.merging_signatures),
     "06 router replay (R3)": ("06_router_replay", verdicts.router_replay_signatures),

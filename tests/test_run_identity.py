@@ -90,18 +90,23 @@ def test_the_tau_sweep_reuses_the_staleness_sweeps_m2po_runs_at_the_default_tau(
 
 
 @pytest.mark.parametrize("profile", ["smoke", "cpu"])
-def test_the_fast_drift_sweep_differs_from_the_staleness_sweep_only_in_its_learning_rate(profile):
-    from rlbook.experiments import (COMPARED_AT_LARGEST, DECISIVE_SEEDS, FAST_DRIFT_LR_FACTOR, FAST_DRIFT_ON_POLICY,
-                                    STALENESS, fast_drift_sweep, stale_run)
+@pytest.mark.parametrize("name", ["fast_drift", "slow_drift"])
+def test_the_drift_sweeps_differ_from_the_staleness_sweep_only_in_learning_rate_and_staleness(name, profile):
+    from rlbook import experiments as ex
 
-    fast = fast_drift_sweep(profile)
-    assert len(fast) == (len(FAST_DRIFT_ON_POLICY) + len(COMPARED_AT_LARGEST)) * len(DECISIVE_SEEDS[profile])
-    assert len({c.hash() for c in fast}) == len(fast) and {c.experiment for c in fast} == {"02_fast_drift"}
-    for config in fast:
-        slow = stale_run(profile, config.objective, config.staleness, config.seed)
-        assert config.lr == pytest.approx(FAST_DRIFT_LR_FACTOR * slow.lr)
-        assert config.hash() == slow.replace(lr=config.lr).hash()  # nothing else differs
-    assert {c.staleness for c in fast} == {0, max(STALENESS[profile])}
+    lr_factor, staleness, on_policy = {
+        "fast_drift": (ex.FAST_DRIFT_LR_FACTOR, max(ex.STALENESS[profile]), ex.FAST_DRIFT_ON_POLICY),
+        "slow_drift": (ex.SLOW_DRIFT_LR_FACTOR, ex.SLOW_DRIFT_STALENESS_FACTOR * max(ex.STALENESS[profile]), ("grpo",)),
+    }[name]
+    runs = ex.sweep(name, profile)
+    assert len(runs) == (len(on_policy) + len(ex.COMPARED_AT_LARGEST)) * len(ex.DECISIVE_SEEDS[profile])
+    assert len({c.hash() for c in runs}) == len(runs) and {c.experiment for c in runs} == {f"02_{name}"}
+    for config in runs:
+        reference = ex.stale_run(profile, config.objective, config.staleness, config.seed)
+        assert config.lr == pytest.approx(lr_factor * reference.lr)
+        assert config.hash() == reference.replace(lr=config.lr).hash()  # nothing else differs
+    assert {(c.objective, c.staleness) for c in runs} == ({(o, 0) for o in on_policy}
+                                                          | {(o, staleness) for o in ex.COMPARED_AT_LARGEST})
 
 
 def test_the_staleness_sweep_gives_the_compared_cells_every_decisive_seed():
