@@ -125,7 +125,8 @@ def prosperity_before_collapse(runs, metric: str = "eval_greedy_acc", window: in
             i = int(np.nanargmax(y[1:])) + 1 if len(y) > 1 else 0
             ax.plot(x[i], y[i], "*", ms=16, color=color, markeredgecolor="black", zorder=5)
             ax.annotate(f"best {y[i]:.2f} at {x[i]}", (x[i], y[i]), textcoords="offset points",
-                        xytext=(8, 10 + 16 * k), fontsize=10, color=color, fontweight="bold",
+                        xytext=(8, 10 + 16 * k), fontsize=10, color=color, fontweight="bold", zorder=6,
+                        bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none", "alpha": 0.85},
                         arrowprops={"arrowstyle": "-", "color": color, "lw": 0.8})
     axes[0].set(title=f"{title(metric)} (update 0: the base model)", xlabel="model updates",
                 ylabel=axis_label(metric))
