@@ -147,6 +147,13 @@ SETS = {
         (f"{variant} lr5e-4 seed{seed}", ch4(variant, seed, lr=5e-4, eval_every=50, eval_samples=1))
         for seed in (0, 1, 2) for variant in ("ar", "ar+lopti", "lopti_reversed")
     ],
+    # Chapter 4, round 5: on arithmetic, half chapter 2's rate learned more in the same updates (0.645 against 0.622,
+    # m2po-slow). On K&K GRPO gained 0.029 at 1e-3 and 0.043 at 5e-4: does 2.5e-4 gain more, and does Lopti, whose
+    # two steps per batch cost it the gain at 1e-3, beat GRPO at a rate where two steps are still small?
+    "kk-lr2.5e-4": lambda: [
+        (f"{variant} lr2.5e-4 seed{seed}", ch4(variant, seed, lr=2.5e-4, eval_every=50, eval_samples=1, **KK_FAST))
+        for seed in (0, 1, 2) for variant in ("grpo", "lopti")
+    ],
     # Chapter 2, round 2: the reference runs (lr 5e-4, s <= 48, 800 updates) never collapse without a trust region.
     # Does a larger dose of staleness or learning rate make no_clip collapse, and do the clip and M2PO hold where it
     # does? (s=96 and 192 at lr 5e-4 did not collapse, so GRPO and M2PO are run beside it at lr 2e-3 only.)
