@@ -96,7 +96,8 @@ def test_the_drift_sweeps_differ_from_the_staleness_sweep_only_in_learning_rate_
 
     lr_factor, staleness, on_policy = {
         "fast_drift": (ex.FAST_DRIFT_LR_FACTOR, max(ex.STALENESS[profile]), ex.FAST_DRIFT_ON_POLICY),
-        "slow_drift": (ex.SLOW_DRIFT_LR_FACTOR, ex.SLOW_DRIFT_STALENESS_FACTOR * max(ex.STALENESS[profile]), ("grpo",)),
+        "slow_drift": (ex.SLOW_DRIFT_LR_FACTOR, ex.SLOW_DRIFT_STALENESS_FACTOR * max(ex.STALENESS[profile]),
+                       ex.SLOW_DRIFT_ON_POLICY),
     }[name]
     runs = ex.sweep(name, profile)
     assert len(runs) == (len(on_policy) + len(ex.COMPARED_AT_LARGEST)) * len(ex.DECISIVE_SEEDS[profile])
