@@ -287,9 +287,11 @@ def _check_sampling_graph(config: "RunConfig") -> None:
               "lopti_eta": 0.0, "finetune": "lora", "prefix_sharing": False, "skip_zero_advantage": False,
               "merged_sampling": False}
     wrong = {k: getattr(config, k) for k, v in needed.items() if getattr(config, k) != v}
-    if wrong or PRESETS[config.preset].moe or config.objective in ("tis", "decoupled"):
+    from .objectives import needs_proximal
+
+    if wrong or PRESETS[config.preset].moe or (config.objective != "dpo" and needs_proximal(config.objective)):
         raise ValueError(f"sampling_graph=True backpropagates through the sampling pass, so it needs {needed}, a "
-                         f"dense preset and an objective without a proximal policy (not tis/decoupled); got {wrong}, "
+                         f"dense preset and an objective without a proximal policy (not tis/decoupled/m2po_areal); got {wrong}, "
                          f"preset={config.preset!r}, objective={config.objective!r}")
 
 
