@@ -84,6 +84,19 @@ def m2po_areal(logp, blogp, advantages, resp, *, prox_logp, tau=0.04, eps_low=0.
                   "masked": resp & ~keep}
 
 
+@torch.no_grad()
+def m2po_variant_removals(log_ratio, advantages, resp, tau=0.04):
+    """The tokens each M2PO variant would take out of this batch's gradient, as bool [B, T]: m2po (Algorithm 1's
+    mask), m2po_cap (the released code's cap: the clip branch active at exp(-c), exp(c)), m2po_areal (AReaL's
+    mask). log_ratio is log pi - log pi_behav; AReaL measures it against the proximal policy, which is the current
+    one at a step's first update, so there the three act on the same numbers."""
+    cap = _m2po_cap(log_ratio, advantages, resp, tau)
+    _, capped = _clipped_surrogate(torch.exp(log_ratio), advantages, torch.exp(-cap), torch.exp(cap))
+    return {"m2po": resp & ~_m2po_keep(log_ratio, advantages, resp, tau),
+            "m2po_cap": resp & (capped["clipped_low"] | capped["clipped_high"]),
+            "m2po_areal": resp & ~_m2po_areal_keep(log_ratio, resp, tau)}
+
+
 def tis(logp, blogp, advantages, resp, *, prox_logp, eps_low=0.2, eps_high=0.2, tis_cap=2.0):
     # Truncated importance sampling (Yao et al. 2025, a blog post): w = min(pi_prox / pi_behav, C), detached
     weight = torch.exp(prox_logp - blogp).clamp(max=tis_cap)
