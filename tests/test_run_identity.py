@@ -119,3 +119,16 @@ def test_the_staleness_sweep_gives_the_compared_cells_every_decisive_seed():
     compared = {("grpo", 0), ("grpo", 48), ("no_clip", 48), ("m2po", 48)}
     assert {cell for cell, n in seeds.items() if n == len(DECISIVE_SEEDS["cpu"])} == compared
     assert all(n == len(SEEDS["cpu"]) for cell, n in seeds.items() if cell not in compared)
+
+
+def test_stored_reference_runs_keep_the_identity_of_the_version_that_made_them():
+    """Every run shipped in data/runs loads (a config of the knob era as its engine) and its directory name ends in
+    the hash its config has under the TRAINING_VERSION its meta.json records."""
+    from rlbook.runs import reference_root
+
+    runs = RunStore(reference_root()).runs()
+    assert len(runs) > 100 and {run.training_version for run in runs} <= set(range(2, TRAINING_VERSION + 1))
+    for run in runs:
+        assert run.path.name.endswith(f"-{run.config.hash(run.training_version)}"), run.path
+    engines = {run.config.engine for run in runs}
+    assert {"reference", "graph"} <= engines and "auto" not in engines  # chapter 1's runs sampled with their graph
