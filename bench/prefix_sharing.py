@@ -1,5 +1,5 @@
-"""What sharing the prompt across a group saves in the training pass (the loss path of RunConfig.prefix_sharing,
-opt-in: not bit-equal).
+"""What sharing the prompt across a group saves in the training pass (the loss path of the fast engine,
+rlbook.engines: not bit-equal).
 
     python bench/prefix_sharing.py [--batches 8] [--store runs]
 

@@ -1,5 +1,5 @@
-"""Rollout speed of the three sampling paths: the peft model, the lean merged decoder (RunConfig.merged_sampling)
-and the lean decoder with a static KV cache (RunConfig.static_sampling; on a GPU its decoding step is replayed from a
+"""Rollout speed of the three sampling paths: the peft model, the lean merged decoder (the fast engine)
+and the lean decoder with a static KV cache (the static engine; on a GPU its decoding step is replayed from a
 CUDA graph).
 
     python bench/static_sampling.py [--preset nano-base] [--prompts 16] [--group 8] [--max-new 16] [--repeats 5]

@@ -13,6 +13,7 @@ import sys
 from dataclasses import MISSING, fields
 
 from .config import FIELD_HELP, RunConfig
+from .engines import EPILOG
 from .runs import RunStore
 
 
@@ -71,7 +72,7 @@ def _parser() -> argparse.ArgumentParser:
                      formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
     train = commands.add_parser("train", help="train a run (or replay / resume it from the RunStore)",
-                                allow_abbrev=False)
+                                allow_abbrev=False, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_config_flags(train)
     train.add_argument("--runs-dir", default=None, help="RunStore root (default: $RLBOOK_RUNS or ./runs)")
     train.add_argument("--keep-superseded", action="store_true", help="replay a stored run of this config made by "

@@ -2,11 +2,11 @@
 
 Every field has a one-line description in FIELD_HELP (the command line's --help shows it). Construction checks the
 values alone; `check_runnable` checks what this machine must provide (a GPU for fused_ratio='on', the checkpoint
-that init names), before a run directory is created or a model is loaded.
+that init names), before a run directory is created or a model is loaded. The engine (rlbook.engines) says how a run
+is computed; the identity (rlbook.identity) says what its result depends on.
 """
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import inspect
 import json
@@ -16,6 +16,8 @@ import re
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 
+from . import engines
+from .identity import digest, run_identity
 from .versions import TRAINING_VERSION, WARM_START_VERSION
 
 FINETUNE = ("lora", "full")
@@ -66,16 +68,7 @@ FIELD_HELP = {
                         "update is the same, accumulated over micro-batches",
     "rollout_batch_size": "sequences sampled at once in rollouts and evaluation, a multiple of group_size (0: a "
                           "step's prompts_per_step x group_size at once; evaluation 256); bounds the KV cache",
-    "prefix_sharing": "training pass runs each distinct prompt once, its KV cache shared by its group: about half "
-                      "the FLOPs; not bit-equal (rlbook.losspath.PREFIX_SHARING_TOLERANCE)",
-    "merged_sampling": "rollouts sample from a lean copy with the LoRA update merged into the weights (dense Qwen3); "
-                       "not bit-equal (rlbook.merged_decoder.MERGED_TOLERANCE)",
-    "static_sampling": "rollouts decode with a preallocated KV cache, a fixed-shape step replayed from a CUDA graph "
-                       "on a GPU (rlbook.static_sampling); needs merged_sampling",
-    "skip_zero_advantage": "sequences whose every advantage is 0 run without grad in the training pass (no "
-                           "backward; micro-batched updates skip them anyway); same gradient, other summation order",
-    "sampling_graph": "on-policy updates backpropagate through the sampling pass (rlbook.lean_decoder, LoRA): no "
-                      "training forward; not bit-equal",
+    "engine": engines.HELP,
     "rollout_dtype": "precision of the rollout engine: float32 (the trained model itself) or bfloat16 (a copy of "
                      "the policy in bfloat16 with its KV cache, as an inference engine; training stays float32)",
     "router_noise": "mixture of experts: std of Gaussian noise added to the router logits at rollout (a second, "
@@ -126,11 +119,7 @@ class RunConfig:
     fused_ratio: str = "auto"
     micro_batch_size: int = 0
     rollout_batch_size: int = 0
-    prefix_sharing: bool = False
-    merged_sampling: bool = False
-    static_sampling: bool = False
-    skip_zero_advantage: bool = False
-    sampling_graph: bool = False
+    engine: str = "auto"
     # mixture of experts: train-vs-rollout mismatch and router replay (chapter 6)
     rollout_dtype: str = "float32"
     router_noise: float = 0.0
@@ -174,17 +163,6 @@ class RunConfig:
         if self.fused_ratio == "chunked" and self.finetune != "lora":
             raise ValueError("fused_ratio='chunked' computes no lm_head gradient, so it needs finetune='lora'; use "
                              "fused_ratio='on' or 'off' with finetune='full'")
-        if self.prefix_sharing and self.fused_ratio in ("on", "chunked"):
-            raise ValueError(f"prefix_sharing=True runs the reference loss path with shared prompts; it cannot be "
-                             f"combined with fused_ratio={self.fused_ratio!r} (use 'auto' or 'off')")
-        if self.merged_sampling and PRESETS[self.preset].moe:
-            raise ValueError(f"merged_sampling=True needs a dense model; preset {self.preset!r} is a mixture of "
-                             "experts")
-        if self.static_sampling and not self.merged_sampling:
-            raise ValueError("static_sampling=True decodes with the lean merged decoder: it needs merged_sampling=True "
-                             "(a dense preset, rollout_dtype='float32')")
-        if self.sampling_graph:
-            _check_sampling_graph(self)
         if self.objective == "dpo":
             _check_dpo(self)
         _check_rollout_engine(self)
@@ -218,13 +196,17 @@ class RunConfig:
             raise ValueError(f"staleness={self.staleness} must be a multiple of the updates each rollout batch feeds, "
                              f"updates_per_step={self.updates_per_step} x epochs={self.epochs} = {per_batch}")
         queue_depth(self.staleness, per_batch)
-        if self.sync_every < 0 or (self.sync_every != 1 and (self.staleness or self.sync_every % per_batch
-                                                             or self.sampling_graph)):
+        if self.sync_every < 0 or (self.sync_every != 1 and (self.staleness or self.sync_every % per_batch)):
             raise ValueError(f"sync_every={self.sync_every}: must be 1 (online), 0 (never) or a multiple of "
-                             f"updates_per_step x epochs = {per_batch}, with staleness 0 (got {self.staleness}) and "
-                             "sampling_graph off (it needs on-policy samples)")
+                             f"updates_per_step x epochs = {per_batch}, with staleness 0 (got {self.staleness})")
         if not self.init:
             raise ValueError(f"init is empty: one of {INIT} or a checkpoint directory")
+        engines.check_engine(self)
+
+    @property
+    def from_checkpoint(self) -> bool:
+        """init names a checkpoint directory (its architecture is known only when it is loaded)."""
+        return self.init not in INIT
 
     def check_runnable(self) -> None:
         """What this machine must provide to train the run: checked before a directory is made or a model loaded."""
@@ -243,6 +225,8 @@ class RunConfig:
 
     @classmethod
     def from_dict(cls, values: dict) -> "RunConfig":
+        """A config from its fields (a config of TRAINING_VERSION <= 2 names its engine by the old speed options)."""
+        values = engines.from_knobs(values)
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:
@@ -255,50 +239,20 @@ class RunConfig:
     def to_dict(self) -> dict:
         return asdict(self)
 
-    def identity(self) -> dict:
-        """What a run's result depends on: every field but the display names, and the versions of the code."""
-        values = {k: v for k, v in asdict(self).items() if k not in ("name", "experiment")}
-        # fields newer than stored runs: unset (their default), they leave the identity unchanged
-        for name in ("micro_batch_size", "rollout_batch_size", "prefix_sharing", "merged_sampling",
-                     "static_sampling", "skip_zero_advantage", "sampling_graph"):
-            if not values[name]:
-                del values[name]
-        for name, default in (("rollout_dtype", "float32"), ("router_noise", 0.0), ("router_replay", False)):
-            if values[name] == default:
-                del values[name]
-        if values["sync_every"] == 1:  # online, as every run before the field existed
-            del values["sync_every"]
-        values["training_version"] = TRAINING_VERSION
-        if self.init == "warm":
-            values["warm_start_version"] = WARM_START_VERSION
-        return values
+    def identity(self, training_version: int | None = None) -> dict:
+        """What a run's result depends on (rlbook.identity), under this code's version or an older one."""
+        return run_identity(self, TRAINING_VERSION if training_version is None else training_version,
+                            WARM_START_VERSION)
 
-    def hash(self) -> str:
+    def hash(self, training_version: int | None = None) -> str:
         """Identity of a run as 10 hex digits (renaming a run does not retrain it; new code does)."""
-        return hashlib.sha256(json.dumps(self.identity(), sort_keys=True).encode()).hexdigest()[:10]
-
-
-def _check_sampling_graph(config: "RunConfig") -> None:
-    """The sampling pass's graph is the update's only when each batch makes one update, right after it is sampled,
-    with the whole batch at once, through LoRA on a dense model."""
-    from .models import PRESETS
-
-    needed = {"staleness": 0, "updates_per_step": 1, "epochs": 1, "micro_batch_size": 0, "rollout_batch_size": 0,
-              "lopti_eta": 0.0, "finetune": "lora", "prefix_sharing": False, "skip_zero_advantage": False,
-              "merged_sampling": False}
-    wrong = {k: getattr(config, k) for k, v in needed.items() if getattr(config, k) != v}
-    from .objectives import needs_proximal
-
-    if wrong or PRESETS[config.preset].moe or (config.objective != "dpo" and needs_proximal(config.objective)):
-        raise ValueError(f"sampling_graph=True backpropagates through the sampling pass, so it needs {needed}, a "
-                         f"dense preset and an objective without a proximal policy (not tis/decoupled/m2po_areal); got {wrong}, "
-                         f"preset={config.preset!r}, objective={config.objective!r}")
+        return digest(self.identity(training_version))
 
 
 def _check_dpo(config: "RunConfig") -> None:
     """Online DPO pairs whole groups of one mini-batch and takes the model with its LoRA adapters switched off as
     the reference policy; the token-level knobs of the policy-gradient objectives do not apply to it."""
-    needed = {"finetune": "lora", "micro_batch_size": 0, "ar_alpha": 0.0, "lopti_eta": 0.0, "sampling_graph": False}
+    needed = {"finetune": "lora", "micro_batch_size": 0, "ar_alpha": 0.0, "lopti_eta": 0.0}
     wrong = {k: getattr(config, k) for k, v in needed.items() if getattr(config, k) != v}
     if wrong:
         raise ValueError(f"objective='dpo' needs {needed} (the reference policy is the model with its adapters off; "
@@ -310,18 +264,12 @@ def _check_rollout_engine(config: "RunConfig") -> None:
     from .models import PRESETS
 
     _choose("rollout_dtype", config.rollout_dtype, ROLLOUT_DTYPES)
-    if config.rollout_dtype != "float32" and (config.sampling_graph or config.merged_sampling):
-        raise ValueError(f"rollout_dtype={config.rollout_dtype!r} samples from a bfloat16 copy of the policy; it "
-                         "cannot be combined with sampling_graph or merged_sampling (their own float32 decoder)")
     if config.router_noise < 0:
         raise ValueError(f"router_noise={config.router_noise} must be >= 0 (a standard deviation; 0: none)")
-    moe = PRESETS[config.preset].moe or config.init not in INIT  # a checkpoint's architecture is checked at load
+    moe = PRESETS[config.preset].moe or config.from_checkpoint  # a checkpoint's architecture is checked at load
     if (config.router_noise or config.router_replay) and not moe:
         raise ValueError(f"router_noise and router_replay act on a mixture of experts; preset {config.preset!r} is "
                          f"dense (choose one of: {', '.join(n for n, p in PRESETS.items() if p.moe)})")
-    if config.router_replay and config.prefix_sharing:
-        raise ValueError("router_replay=True replays the routing of whole sequences; it cannot be combined with "
-                         "prefix_sharing=True (prompt and response run in separate calls)")
 
 
 def _choose(name, value, valid):

@@ -112,7 +112,7 @@ def sample(model, tokenizer, prompts: list[str], max_new_tokens: int, temperatur
     so the random stream, and with it every sampled token, is the same as when every row runs to the end.
 
     graph=True samples under grad mode: logp carries the graph to the model's trainable parameters (the on-policy
-    update backpropagates through it, RunConfig.sampling_graph), and a sixth value holds each token's entropy [B, C]
+    update backpropagates through it: the graph engine, rlbook.engines), and a sixth value holds each token's entropy [B, C]
     of the sampling distribution. `router` (a router_replay.RoutingRecorder installed on the model) is told which
     rows and positions each model call ran."""
     with torch.set_grad_enabled(graph):

@@ -142,7 +142,7 @@ def replaying(model, experts: torch.Tensor | None):
             if planned.shape != own.shape:
                 raise ValueError(f"router replay: layer {layer} routed {own.shape[0]} tokens but {planned.shape[0]} "
                                  "were recorded; replay needs the forward over the whole [B, P + C] sequence "
-                                 "(not prefix_sharing)")
+                                 "(not the shared prompts of the fast engine)")
             chosen = torch.where(planned == NOT_ROUTED, own, planned.long())
             return logits, replay_gate(router, logits, chosen), chosen
         return replay

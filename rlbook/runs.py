@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .config import RunConfig
+from .engines import KNOBS, engine_of
 
 
 class SupersededRunWarning(UserWarning):
@@ -126,8 +127,11 @@ class Run:
     @property
     def config(self) -> RunConfig:
         path = self.path / "config.json"
+        values = read_json(path)
+        if "engine" not in values:  # stored before engines (TRAINING_VERSION <= 2): a speed option it lacks was off
+            values = {**dict.fromkeys(KNOBS, False), **values}
         try:
-            return RunConfig.from_dict(read_json(path))
+            return RunConfig.from_dict(values)
         except CorruptRunError:
             raise
         except ValueError as error:
@@ -217,9 +221,13 @@ class RunStore:
 
     def superseded(self, config: RunConfig) -> list[Run]:
         """Stored runs with the same settings as config but made by other code (another version, another hash)."""
-        same = {k: v for k, v in config.to_dict().items() if k not in ("name", "experiment")}
+        def settings(c: RunConfig) -> dict:  # engine='auto' as the engine it picks
+            return {**{k: v for k, v in c.to_dict().items() if k not in ("name", "experiment")},
+                    "engine": engine_of(c).name}
+
+        same = settings(config)
         return [run for run in self.runs(config.experiment) if not run.path.name.endswith(f"-{config.hash()}")
-                and {k: v for k, v in run.config.to_dict().items() if k not in ("name", "experiment")} == same]
+                and settings(run.config) == same]
 
     def create(self, config: RunConfig) -> Run:
         """A new run directory holding config.json, made whole or not at all (built hidden, then renamed)."""

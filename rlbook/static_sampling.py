@@ -2,7 +2,7 @@
 
 `rollout.sample` grows its KV cache by concatenation and drops finished rows from the batch: right for a CPU, where
 the work scales with the rows still running, but every step has new shapes, and on a GPU a nano model's step is a
-few hundred kernel launches around microseconds of arithmetic. Here (RunConfig.static_sampling) the cache is
+few hundred kernel launches around microseconds of arithmetic. Here (the static engine, rlbook.engines) the cache is
 allocated once for prompt + max_new_tokens positions, every row runs to the end (a finished row's keys are masked
 out), and a decoding step reads its inputs from fixed buffers: on CUDA the step is recorded once per batch as a CUDA
 graph and then replayed, one launch per token; on the CPU the same step runs eagerly, which is how the tests hold

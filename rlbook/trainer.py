@@ -18,6 +18,7 @@ import torch
 
 from .advantages import group_advantages, zero_variance_fraction
 from .config import RunConfig
+from .engines import engine_of
 from .evaluate import accuracy, completion_budget, evaluation_problems, sampled_eval_seed
 from .models import LARGE_HIDDEN, add_lora, build_model, get_preset, load_pretrained, set_cpu_threads
 from .lean_decoder import LeanDecoder
@@ -174,7 +175,7 @@ def train(config: RunConfig, run: Run, progress: bool = True) -> None:
     depth, total_steps = queue_depth(config.staleness, per_batch), math.ceil(config.total_updates / per_batch)
     max_new = config.max_new_tokens or completion_budget(task, tokenizer)
     eval_set = evaluation_problems(config.task, config.task_params, config.eval_size)
-    path = loss_path(config, device)
+    engine, path = engine_of(config), loss_path(config, device)
     update, queue, snapshot = 0, deque(), None
     state = run.read_state()
     if state is not None:
@@ -182,15 +183,12 @@ def train(config: RunConfig, run: Run, progress: bool = True) -> None:
         update, queue, snapshot = state["update"], deque(state["queue"]), state.get("snapshot")
     run.truncate(update if update else -1)  # rows past the checkpoint (or of a run killed before one) are re-made
     run.update_meta(complete=False, resumed_at=update or None, fused_ratio=path not in ("reference", "shared"),
-                    loss_path=path,
-                    training_version=TRAINING_VERSION,
-                    **environment())
+                    loss_path=path, engine=engine.name, training_version=TRAINING_VERSION, **environment())
 
     moe = is_moe(model)  # rollouts record the experts of every token (rlbook.router_replay)
     if config.router_replay and not moe:
         raise ValueError(f"router_replay=True needs a mixture-of-experts model; {config.init!r} is dense")
-    lean = config.merged_sampling or config.sampling_graph
-    sampler = LeanDecoder(model, merged=config.merged_sampling) if lean else None
+    sampler = LeanDecoder(model, merged=engine.merged_sampling) if engine.lean_sampler else None
 
     def sample_batch(step: int) -> Rollout:
         nonlocal snapshot
@@ -219,7 +217,7 @@ def train(config: RunConfig, run: Run, progress: bool = True) -> None:
                  if config.router_noise else None)
         batch = join_rollouts([rollout(policy, tokenizer, task, problems[i:i + per_call], config.group_size, max_new,
                                        config.temperature, generator, policy_version=version,
-                                       graph=config.sampling_graph, static=config.static_sampling,
+                                       graph=engine.sampling_graph, static=engine.static_sampling,
                                        router=RoutingRecorder(policy, config.router_noise, noise) if moe else None)
                                for i in range(0, len(problems), per_call)], tokenizer.pad_token_id)
         batch.replay_routing = config.router_replay

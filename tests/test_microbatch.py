@@ -50,7 +50,7 @@ def setup():
         if "lora_B" in name:
             torch.nn.init.normal_(p, std=0.05)
     batch = synthetic_batch(model.config.vocab_size)
-    config = RunConfig(preset="nano-tiny", init="scratch", prompts_per_step=4, group_size=4)
+    config = RunConfig(preset="nano-tiny", init="scratch", prompts_per_step=4, group_size=4, engine="reference")
     with torch.no_grad():  # behavior log-probs near the current ones: some tokens clip, m2po masks some
         logp, _ = rlbook.losspath.token_logprobs(model, batch, 1.0)
     noise = torch.randn(logp.shape, generator=torch.Generator().manual_seed(1))

@@ -158,3 +158,16 @@ def test_the_m2po_variants_and_arithmetic_lopti_sweeps():
     assert {c.ar_alpha for c in arithmetic} == {0.0, ex.ARITHMETIC_AR_ALPHA}
     for config in arithmetic:  # the profile's base update and budget, where GRPO learns
         assert {k: getattr(config, k) for k in ex.BASE["cpu"]} == ex.BASE["cpu"]
+
+
+def test_stored_reference_runs_keep_the_identity_of_the_version_that_made_them():
+    """Every run shipped in data/runs loads (a config of the knob era as its engine) and its directory name ends in
+    the hash its config has under the TRAINING_VERSION its meta.json records."""
+    from rlbook.runs import reference_root
+
+    runs = RunStore(reference_root()).runs()
+    assert len(runs) > 100 and {run.training_version for run in runs} <= set(range(2, TRAINING_VERSION + 1))
+    for run in runs:
+        assert run.path.name.endswith(f"-{run.config.hash(run.training_version)}"), run.path
+    engines = {run.config.engine for run in runs}
+    assert {"reference", "graph"} <= engines and "auto" not in engines  # chapter 1's runs sampled with their graph

@@ -159,9 +159,10 @@ def test_policy_lag(tmp_path, monkeypatch, updates_per_step, epochs, staleness, 
 
 # ---- resume: an interrupted run continues exactly where the uninterrupted one would have been ----
 
-@pytest.mark.parametrize("changes", [{}, {"staleness": 2}, {"finetune": "full"}, {"sampling_graph": True},
-                                     {"prefix_sharing": True, "merged_sampling": True, "skip_zero_advantage": True}],
-                         ids=["s0", "s2", "full", "sampling-graph", "fast-options"])
+@pytest.mark.parametrize("changes", [{"engine": "reference"}, {"staleness": 2, "engine": "reference"},
+                                     {"finetune": "full", "engine": "reference"}, {"engine": "graph"},
+                                     {"engine": "fast"}],
+                         ids=["s0", "s2", "full", "graph-engine", "fast-engine"])
 @pytest.mark.parametrize("interrupt_at", [5, 6])
 def test_resume_matches_uninterrupted(tmp_path, monkeypatch, shaped, changes, interrupt_at):
     config = tiny(total_updates=6, updates_per_step=1, checkpoint_every=2, **changes)
