@@ -54,6 +54,11 @@ def stale_run(profile: str = "auto", objective: str = "grpo", staleness: int = 0
     return RunConfig.from_dict({**values, **changes})
 
 
+# Cells that a verdict compares run on one engine. Where `auto` would give some cells the sampling-graph engine
+# (on-policy, one update per batch) and others the fast one (Lopti's two stages, a lagging generator), the
+# difference between two cells would be partly the engine's: those chapters pin the engine every cell allows.
+COMPARED_ALIKE = {"engine": "fast"}
+
 # Chapters 2-4: what each profile sweeps (the smoke profile: fewer, smaller; reference runs: the cpu profile).
 STALENESS = {"smoke": [0, 16, 64], "cpu": [0, 8, 24, 48], "standard": [0, 4, 16, 64, 256],
              "paper": [0, 4, 16, 32, 64, 128, 256]}
@@ -194,7 +199,7 @@ def lopti_run(profile: str = "auto", variant: str = "grpo", seed: int = 0, **cha
     if variant not in LOPTI_VARIANTS:
         raise ValueError(f"unknown variant {variant!r}; choose one of: {', '.join(LOPTI_VARIANTS)}")
     alpha, eta = LOPTI_VARIANTS[variant]
-    values = {**BASE[profile], **KNIGHTS_KNAVES, **LOPTI_BUDGET.get(profile, {}), "experiment": "04_lopti",
+    values = {**BASE[profile], **KNIGHTS_KNAVES, **LOPTI_BUDGET.get(profile, {}), "experiment": "04_lopti", **COMPARED_ALIKE,
               "ar_alpha": alpha, "lopti_eta": eta,
               "seed": seed, "name": f"{variant}-{profile}-seed{seed}"}
     return RunConfig.from_dict({**values, **changes})
@@ -211,7 +216,7 @@ def lopti_arithmetic_run(profile: str = "auto", variant: str = "grpo", seed: int
     if variant not in LOPTI_VARIANTS:
         raise ValueError(f"unknown variant {variant!r}; choose one of: {', '.join(LOPTI_VARIANTS)}")
     alpha, eta = LOPTI_VARIANTS[variant]
-    values = {**BASE[profile], "experiment": "04_lopti_arithmetic", "ar_alpha": ARITHMETIC_AR_ALPHA if alpha else 0.0,
+    values = {**BASE[profile], "experiment": "04_lopti_arithmetic", **COMPARED_ALIKE, "ar_alpha": ARITHMETIC_AR_ALPHA if alpha else 0.0,
               "lopti_eta": eta, "seed": seed, "name": f"{variant}-arithmetic-{profile}-seed{seed}"}
     return RunConfig.from_dict({**values, **changes})
 
@@ -276,7 +281,7 @@ def semi_online_run(profile: str = "auto", objective: str = "grpo", sync_every: 
         raise ValueError(f"unknown objective {objective!r} for chapter 7; choose one of: "
                          f"{', '.join(SEMI_ONLINE_OBJECTIVES)}")
     label = "offline" if sync_every == 0 else f"sync{sync_every}"
-    values = {**BASE[profile], **SEMI_ONLINE_BUDGET.get(profile, {}), "experiment": "07_semi_online",
+    values = {**BASE[profile], **SEMI_ONLINE_BUDGET.get(profile, {}), "experiment": "07_semi_online", **COMPARED_ALIKE,
               "objective": objective, "sync_every": sync_every, "seed": seed,
               "name": f"{objective}-{label}-{profile}-seed{seed}"}
     return RunConfig.from_dict({**values, **changes})

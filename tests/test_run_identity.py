@@ -171,3 +171,14 @@ def test_stored_reference_runs_keep_the_identity_of_the_version_that_made_them()
         assert run.path.name.endswith(f"-{run.config.hash(run.training_version)}"), run.path
     engines = {run.config.engine for run in runs}
     assert {"reference", "graph"} <= engines and "auto" not in engines  # chapter 1's runs sampled with their graph
+
+
+@pytest.mark.parametrize("profile", ["smoke", "cpu"])
+def test_every_sweep_computes_its_cells_with_one_engine(profile):
+    """A verdict compares cells of one sweep: a difference between them must not be partly the engine's."""
+    from rlbook import experiments as ex
+    from rlbook.engines import default_engine
+
+    for name in ex.SWEEPS:
+        engines = {c.engine if c.engine != "auto" else default_engine(c) for c in ex.sweep(name, profile)}
+        assert len(engines) == 1, (name, engines)
