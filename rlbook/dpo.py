@@ -26,6 +26,16 @@ def check_dpo_params(params):
         raise ValueError(f"beta={beta!r} is invalid; it must be a number > 0")
 
 
+def check_dpo_run(config) -> None:
+    """Online DPO pairs whole groups of one mini-batch and takes the model with its LoRA adapters switched off as
+    the reference policy; the token-level knobs of the policy-gradient objectives do not apply to it."""
+    needed = {"finetune": "lora", "micro_batch_size": 0, "ar_alpha": 0.0, "lopti_eta": 0.0}
+    wrong = {k: getattr(config, k) for k, v in needed.items() if getattr(config, k) != v}
+    if wrong:
+        raise ValueError(f"objective='dpo' needs {needed} (the reference policy is the model with its adapters off; "
+                         f"pairs are whole groups of one pass); got {wrong}")
+
+
 def dpo_pairs(rewards, group_size):
     """(chosen, rejected) row indices, one pair per group whose rewards differ; `rewards` is [B], B = groups * G."""
     rewards = torch.as_tensor(rewards)

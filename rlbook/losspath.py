@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import torch
 
+from .decoding import distinct, positions
 from .dpo import DPO_DEFAULTS, dpo_loss, dpo_pairs
 from .engines import engine_of
 from .objectives import FLAG_KEYS, policy_loss
 from .ops import chunked_token_logprobs, reference_token_logprobs, token_logprobs as op_token_logprobs
-from .rollout import Rollout, distinct, positions
+from .rollout import Rollout
 from .router_replay import replaying
 
 PATHS = ("reference", "fused", "chunked", "shared")
