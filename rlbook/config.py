@@ -134,6 +134,7 @@ class RunConfig:
         from .objectives import OBJECTIVES, check_objective_params
         from .pretrain import WarmStartConfig
         from .router_replay import check_router_settings
+        from .semi_online import check_sync_every
         from .staleness import queue_depth
         from .tasks import TASKS, check_task_params
 
@@ -189,9 +190,7 @@ class RunConfig:
             raise ValueError(f"staleness={self.staleness} must be a multiple of the updates each rollout batch feeds, "
                              f"updates_per_step={self.updates_per_step} x epochs={self.epochs} = {per_batch}")
         queue_depth(self.staleness, per_batch)
-        if self.sync_every < 0 or (self.sync_every != 1 and (self.staleness or self.sync_every % per_batch)):
-            raise ValueError(f"sync_every={self.sync_every}: must be 1 (online), 0 (never) or a multiple of "
-                             f"updates_per_step x epochs = {per_batch}, with staleness 0 (got {self.staleness})")
+        check_sync_every(self.sync_every, self.staleness, per_batch)
         if not self.init:
             raise ValueError(f"init is empty: one of {INIT} or a checkpoint directory")
         engines.check_engine(self)

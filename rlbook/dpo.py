@@ -13,6 +13,8 @@ switched off). A batch with no pair has loss 0 (still differentiable, gradient 0
 import torch
 import torch.nn.functional as F
 
+from .objectives import FLAG_KEYS
+
 DPO_DEFAULTS = {"beta": 0.1}  # the trainer's objective "dpo": objective_params may set beta (> 0)
 
 
@@ -62,3 +64,14 @@ def dpo_loss(logp, ref_logp, mask, chosen, rejected, *, beta=0.1):
     if len(chosen) == 0:
         return logp.sum() * 0.0
     return -F.logsigmoid(beta * (seq[chosen] - seq[rejected])).mean()
+
+
+def online_dpo_loss(logp, ref_logp, mask, rewards, group_size: int, params: dict):
+    """(loss, flags) of the trainer's "dpo" objective on a mini-batch of whole groups: dpo_loss on the pairs dpo_pairs
+    draws from each group's rewards, beta from params; no token is clipped or masked (the flags the policy-gradient
+    objectives report are all False)."""
+    chosen, rejected = dpo_pairs(rewards, group_size)
+    mask = mask.to(logp.device)
+    loss = dpo_loss(logp, ref_logp, mask, chosen.to(logp.device), rejected.to(logp.device), **{**DPO_DEFAULTS, **params})
+    return loss, {key: torch.zeros_like(mask, dtype=torch.bool) for key in FLAG_KEYS}
+

@@ -1,7 +1,8 @@
 """Rollouts: sample G completions per prompt with the KV cache, recording what the trainer needs later.
 
 The sampling loop is rlbook.decoding's, which every sampler shares; here its step with a KV cache that grows and
-drops finished rows (`sample`), and the batch the trainer takes (`Rollout`, `rollout`).
+drops finished rows (`sample`), the batch the trainer takes (`Rollout`, `rollout`) and the batches of a run
+(`BatchSampler`).
 """
 from __future__ import annotations
 
@@ -11,6 +12,10 @@ from dataclasses import dataclass
 import torch
 
 from .decoding import MIN_ROWS, decode_loop, distinct, positions, prefill
+from .engines import engine_of
+from .lean_decoder import LeanDecoder
+from .router_replay import RoutingRecorder, engine_copy, is_moe, join_routing
+from .seeds import stream_seed
 from .static_sampling import static_sample
 from .tasks.base import Problem
 
@@ -156,3 +161,56 @@ def rollout(model, tokenizer, task, problems: list[Problem], group_size: int, ma
     return Rollout(prompt_ids.cpu(), prompt_mask.cpu(), ids.cpu(), mask.cpu(), logp.detach().cpu(), rewards, correct,
                    completions, repeated, policy_version, logp if graph else None, entropy[0] if graph else None,
                    routing)
+
+
+def join_rollouts(parts: list[Rollout], pad_id: int) -> Rollout:
+    """One batch from rollouts sampled in turn (rollout_batch_size): prompts left-, responses right-padded."""
+    if len(parts) == 1:
+        return parts[0]
+
+    def cat(name: str, value=0, left: bool = False) -> torch.Tensor:
+        tensors = [getattr(p, name) for p in parts]
+        width = max(t.shape[1] for t in tensors)
+        return torch.cat([torch.nn.functional.pad(t, (width - t.shape[1], 0) if left else (0, width - t.shape[1]),
+                                                  value=value) for t in tensors])
+
+    routing = None if parts[0].routing is None else join_routing([p.routing for p in parts],
+                                                                    [p.prompt_ids.shape[1] for p in parts])
+    return Rollout(cat("prompt_ids", pad_id, left=True), cat("prompt_mask", left=True), cat("response_ids", pad_id),
+                   cat("response_mask"), cat("behavior_logp"), torch.cat([p.rewards for p in parts]),
+                   torch.cat([p.correct for p in parts]), [c for p in parts for c in p.completions],
+                   [q for p in parts for q in p.problems], parts[0].policy_version, routing=routing,
+                   replay_routing=parts[0].replay_routing)
+
+
+class BatchSampler:
+    """The rollout batches of a run: at step s, prompts_per_step problems of the step's prompt stream, group_size
+    completions each, rollout_batch_size sequences at a time (the KV cache bound), drawn from the run's rollout
+    stream through the engine's sampler (the model, or a lean copy refreshed with its current weights) at the rollout
+    precision, with the experts of every token recorded on a mixture of experts (rlbook.router_replay)."""
+
+    def __init__(self, model, tokenizer, task, config, max_new_tokens: int):
+        self.model, self.tokenizer, self.task, self.config, self.max_new_tokens = model, tokenizer, task, config, \
+            max_new_tokens
+        self.device, self.engine, self.moe = next(model.parameters()).device, engine_of(config), is_moe(model)
+        self.generator = torch.Generator(device=self.device).manual_seed(stream_seed("rollout", config.seed))
+        self.lean = LeanDecoder(model, merged=self.engine.merged_sampling) if self.engine.lean_sampler else None
+        if config.router_replay and not self.moe:
+            raise ValueError(f"router_replay=True needs a mixture-of-experts model; {config.init!r} is dense")
+
+    def __call__(self, step: int, version: int) -> Rollout:
+        """The batch of `step`, sampled with the model's current weights (`version`: the updates they have had)."""
+        config = self.config
+        problems = self.task.generate(config.prompts_per_step, seed=stream_seed("rl_prompts", config.seed, step))
+        per_call = config.rollout_batch_size // config.group_size or len(problems)  # prompts sampled at once
+        policy = self.lean.refresh(self.model) if self.lean is not None else self.model  # the current weights
+        policy = engine_copy(policy, config.rollout_dtype)  # as the inference engine holds them
+        noise = (torch.Generator(device=self.device).manual_seed(stream_seed("router_noise", config.seed, step))
+                 if config.router_noise else None)
+        batch = join_rollouts([rollout(policy, self.tokenizer, self.task, problems[i:i + per_call], config.group_size,
+                                       self.max_new_tokens, config.temperature, self.generator, policy_version=version,
+                                       graph=self.engine.sampling_graph, static=self.engine.static_sampling,
+                                       router=RoutingRecorder(policy, config.router_noise, noise) if self.moe else None)
+                               for i in range(0, len(problems), per_call)], self.tokenizer.pad_token_id)
+        batch.replay_routing = config.router_replay
+        return batch
