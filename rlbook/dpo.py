@@ -72,6 +72,7 @@ def online_dpo_loss(logp, ref_logp, mask, rewards, group_size: int, params: dict
     objectives report are all False)."""
     chosen, rejected = dpo_pairs(rewards, group_size)
     mask = mask.to(logp.device)
-    loss = dpo_loss(logp, ref_logp, mask, chosen.to(logp.device), rejected.to(logp.device), **{**DPO_DEFAULTS, **params})
+    loss = dpo_loss(logp, ref_logp, mask, chosen.to(logp.device), rejected.to(logp.device),
+                    **{**DPO_DEFAULTS, **params})
     return loss, {key: torch.zeros_like(mask, dtype=torch.bool) for key in FLAG_KEYS}
 
