@@ -10,6 +10,9 @@ from pathlib import Path
 
 from rlbook.storage import environment, write_json
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/summary.py, when imported from elsewhere
+import summary  # noqa: E402
+
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
@@ -18,7 +21,8 @@ def save_result(benchmark: str, tag: str, payload: dict) -> Path:
     env = environment()
     out = RESULTS / benchmark / f"{benchmark}-{tag}-{env['git_commit']}-{time.strftime('%Y%m%d-%H%M%S')}.json"
     write_json(out, {"command": " ".join(sys.argv), "environment": env, **payload})
-    print(f"wrote {out}")
+    (RESULTS.parent / "README.md").write_text(summary.readme(RESULTS))  # the latest figures, now with this one
+    print(f"wrote {out} and {RESULTS.parent / 'README.md'}")
     return out
 
 

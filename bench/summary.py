@@ -123,6 +123,7 @@ def latest(folder: Path) -> Path:
 
 
 def section(folder: Path) -> str:
+    """One benchmark's part of the README, from its latest result."""
     path = latest(folder)
     d = json.loads(path.read_text())
     lines = list(FIGURES.get(folder.name, scalars)(d))
@@ -136,8 +137,10 @@ def section(folder: Path) -> str:
                       *[f"- {line}" for line in lines], ""])
 
 
-def readme() -> str:
-    folders = sorted(p for p in RESULTS.iterdir() if p.is_dir() and any(p.glob("*.json")))
+def readme(results: Path | None = None) -> str:
+    """bench/README.md as the results in `results` (default: bench/results/) give it."""
+    results = RESULTS if results is None else results
+    folders = sorted(p for p in results.iterdir() if p.is_dir() and any(p.glob("*.json")))
     head = ["# Benchmarks", "", "Written by `python bench/summary.py` from bench/results/ (do not edit by hand). Each "
             "benchmark's results are in `bench/results/<benchmark>/`, one file per distinct result, each with the "
             "command, commit and machine that made it (a command is shown as it was run at that commit). `make gpu-check` runs "

@@ -22,9 +22,8 @@ def test_the_readme_is_what_the_results_give():
 
 
 def test_a_result_goes_to_its_folder_and_the_readme_shows_it(tmp_path, monkeypatch):
-    monkeypatch.setattr(record, "RESULTS", tmp_path)
-    monkeypatch.setattr(summary, "RESULTS", tmp_path)
+    monkeypatch.setattr(record, "RESULTS", tmp_path / "results")
     path = record.save_result("gpu_check", "cuda", {"measurements": {"fused kernel": {"ms": 1.5, "rows": [1]}}})
-    assert path.parent == tmp_path / "gpu_check"
-    text = summary.readme()
+    assert path.parent == tmp_path / "results" / "gpu_check"
+    text = (tmp_path / "README.md").read_text()  # rewritten by save_result
     assert f"[{path.name}](results/gpu_check/{path.name})" in text and "- fused kernel: ms 1.5\n" in text
