@@ -6,7 +6,7 @@
 Each pilot is a named change to a chapter's cpu-profile config, trained through the RunStore under
 runs/pilots (a finished pilot replays, an interrupted one resumes). The summary (score = mean of the last 3
 evaluations, gain over the base, wall time, drift and clip statistics) is printed and written to
-bench/results/pilots-<set>-<commit>-<time>.json. What the pilots showed, and what was chosen, is in the README's
+bench/results/pilots/pilots-<set>-<commit>-<time>.json. What the pilots showed, and what was chosen, is in the README's
 calibration note.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from learning_gain import save_result  # noqa: E402
+from record import save_result  # noqa: E402
 
 from rlbook import stats  # noqa: E402
 from rlbook.experiments import (KNIGHTS_KNAVES, grpo_from_scratch, lopti_run, router_run, semi_online_run,  # noqa: E402

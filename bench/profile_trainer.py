@@ -11,7 +11,7 @@ rollout batch per update) for `--updates` updates (`--set` changes config fields
 pieces honour as the trainer does) and prints wall and CPU seconds per update of each phase (the
 evaluation's per update of eval_every), with the machine load; `--cprofile N` also prints the N functions with the
 most cumulative time. Timings are noisy on a shared machine: compare runs of one invocation, and CPU seconds rather
-than wall. Writes bench/results/profile_trainer-<device>-<commit>-<time>.json.
+than wall. Writes bench/results/profile_trainer/.
 """
 from __future__ import annotations
 
@@ -130,8 +130,7 @@ def main() -> int:
           f"{tokens / clock.wall['generation']:.0f} generated tokens/s while generating")
     if profiler:
         pstats.Stats(profiler).sort_stats("cumulative").print_stats(args.cprofile)
-    sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/learning_gain.py
-    from learning_gain import save_result
+    from record import save_result
     from rlbook.runs import environment
 
     save_result("profile_trainer", environment()["device"].split()[0],

@@ -28,6 +28,7 @@ from __future__ import annotations
 import textwrap
 from dataclasses import dataclass, fields
 
+from .checks import choose
 from .objectives import needs_proximal
 
 @dataclass(frozen=True)
@@ -110,8 +111,7 @@ def engine_of(config) -> Engine:
 
 def check_engine(config) -> None:
     """A ValueError naming the engine, why it cannot compute config, and the choices."""
-    if config.engine not in ("auto", *ENGINES):
-        raise ValueError(f"engine={config.engine!r} is not valid; choose one of: auto, {', '.join(ENGINES)}")
+    choose("engine", config.engine, ["auto", *ENGINES])
     reason = None if config.engine == "auto" else refusal(ENGINES[config.engine], config)
     if reason:
         raise ValueError(f"engine={config.engine!r} cannot compute this config: {reason}; engine='auto' picks the "

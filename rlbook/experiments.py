@@ -5,7 +5,7 @@ from .config import RunConfig
 from .profiles import resolve_profile
 
 # Per profile: model, task size, warm start and GRPO budget. The cpu profile's settings come from the calibration
-# pilots (bench/pilots.py, results in bench/results/pilots-*.json, summary in the README's calibration note): LoRA
+# pilots (bench/pilots.py, results in bench/results/pilots/, summary in the README's calibration note): LoRA
 # lr 5e-4 on 16 x 8 completions per update gained the most greedy accuracy per CPU-minute; lr 1e-3 and full
 # fine-tuning at 2e-4 or more learned less or collapsed; 800 updates take about 4 minutes on one core.
 BASE = {
@@ -40,7 +40,7 @@ def grpo_from_scratch(profile: str = "auto", seed: int = 0, **changes) -> RunCon
 # Chapter 2's rollout batch feeds 4 updates (as in M2PO), each on chapter 1's update size: 64 prompts x 8 per batch in
 # the cpu profile, 800 updates. The staleness grid is scaled by what staleness does, not copied: the paper's s=256
 # is 6% of a 4,000-update run; our largest s=48 is 6% of 800 updates, and the pilots measured the M2 of stale data
-# a few times above tau = 0.04 at s = 8 to 48 (bench/results/pilots-stale-*.json).
+# a few times above tau = 0.04 at s = 8 to 48 (bench/results/pilots/pilots-stale-*.json).
 STALE_BUDGET = {"cpu": dict(total_updates=800, prompts_per_step=64)}
 
 
@@ -77,7 +77,7 @@ LOPTI_VARIANTS = {"grpo": (0.0, 0.0), "ar": (0.3, 0.0), "lopti": (0.0, 0.5), "ar
 # K&K completions are long for a character model: the smoke profile runs only a few updates per variant (CI time).
 # The cpu profile's puzzles carry the world-by-world scratchpad, at lr 1e-3: without it GRPO left nano-small's greedy
 # accuracy where it was (0.268 -> 0.271 in 200 updates at lr 5e-4, none at 1e-3 or 2e-3 either); with it the first
-# 140 updates of a pilot took greedy 0.254 -> 0.287 and sampled 0.164 -> 0.231 (bench/results/pilots-kk-*.json).
+# 140 updates of a pilot took greedy 0.254 -> 0.287 and sampled 0.164 -> 0.231 (bench/results/pilots/pilots-kk-*.json).
 LOPTI_BUDGET = {"smoke": dict(total_updates=20, eval_every=10),
                 "cpu": dict(total_updates=200, eval_every=50, eval_samples=1, lr=1e-3,
                             task_params={"num_people": [2, 3], "scratchpad": True})}

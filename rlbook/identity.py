@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import MISSING, asdict, fields
+from dataclasses import asdict
 
+from .checks import defaults
 from .engines import KNOBS, engine_of
 
 DISPLAY = ("experiment", "name")
@@ -26,10 +27,6 @@ KEPT_AT_DEFAULT_UNTIL_V3 = (
     "group_size", "temperature", "max_new_tokens", "objective", "objective_params", "total_updates",
     "updates_per_step", "epochs", "staleness", "lr", "weight_decay", "max_grad_norm", "normalize_adv_std", "ar_alpha",
     "lopti_eta", "fused_ratio", "eval_every", "eval_size", "eval_samples", "checkpoint_every", "warm_start")
-
-
-def defaults(config) -> dict:
-    return {f.name: f.default if f.default is not MISSING else f.default_factory() for f in fields(config)}
 
 
 def run_identity(config, training_version: int, warm_start_version: int) -> dict:

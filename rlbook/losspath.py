@@ -15,18 +15,19 @@ from __future__ import annotations
 
 import torch
 
-from .dpo import DPO_DEFAULTS, dpo_loss, dpo_pairs
+from .decoding import distinct, positions
+from .dpo import online_dpo_loss
 from .engines import engine_of
-from .objectives import FLAG_KEYS, policy_loss
+from .objectives import policy_loss
 from .ops import chunked_token_logprobs, reference_token_logprobs, token_logprobs as op_token_logprobs
-from .rollout import Rollout, distinct, positions
+from .rollout import Rollout
 from .router_replay import replaying
 
 PATHS = ("reference", "fused", "chunked", "shared")
 CHUNK_TOKENS = 1024  # tokens per chunk of logits: 1024 x 151936 x bf16 = 0.3 GB
 # Largest |logp difference| of the shared path from the reference path, and largest relative difference of a
-# parameter's gradient (measured on nano-small rollouts: 6e-6 and 4e-6, bench/results/prefix_sharing-*.json;
-# tests/test_speed_options.py holds the shared path to these bounds).
+# parameter's gradient (measured on nano-small rollouts: 6e-6 and 4e-6, bench/results/prefix_sharing/; the tests
+# in tests/test_speed_options.py hold the shared path to these bounds).
 PREFIX_SHARING_TOLERANCE = {"logp": 2e-5, "grad_rel": 2e-5}
 
 
@@ -124,18 +125,6 @@ def objective_loss(logp, batch: Rollout, advantages, prox_logp, config):
                        batch.response_mask.to(device), **params)
 
 
-def preference_loss(model, logp, batch: Rollout, config, path: str):
-    """(loss, flags) of online DPO (rlbook.dpo) on the pairs of the mini-batch's groups; the reference log-probs are
-    the model's own with its LoRA adapters switched off (the starting policy), computed without a graph."""
-    with torch.no_grad(), model.disable_adapter():
-        ref_logp, _ = token_stats(model, batch, config.temperature, path)
-    chosen, rejected = dpo_pairs(batch.rewards, config.group_size)
-    mask = batch.response_mask.to(logp.device)
-    loss = dpo_loss(logp, ref_logp, mask, chosen.to(logp.device), rejected.to(logp.device),
-                    **{**DPO_DEFAULTS, **config.objective_params})
-    return loss, {key: torch.zeros_like(mask, dtype=torch.bool) for key in FLAG_KEYS}  # nothing clipped or masked
-
-
 def live_row_stats(model, batch: Rollout, advantages, temperature: float, path: str):
     """token_stats with the graph only through the sequences with a non-zero advantage; the others (GRPO's
     zero-variance groups) run without grad. Every objective multiplies each token's term by its advantage, so its
@@ -159,8 +148,11 @@ def loss_and_tokens(model, batch, advantages, prox_logp, config, path: str):
         logp, entropy = live_row_stats(model, batch, advantages, config.temperature, path)
     else:
         logp, entropy = token_stats(model, batch, config.temperature, path)
-    if config.objective == "dpo":
-        loss, flags = preference_loss(model, logp, batch, config, path)
+    if config.objective == "dpo":  # the reference policy: the model with its LoRA adapters off (the starting one)
+        with torch.no_grad(), model.disable_adapter():
+            ref_logp, _ = token_stats(model, batch, config.temperature, path)
+        loss, flags = online_dpo_loss(logp, ref_logp, batch.response_mask, batch.rewards, config.group_size,
+                                      config.objective_params)
     else:
         loss, flags = objective_loss(logp, batch, advantages, prox_logp, config)
     return loss, logp, entropy, flags

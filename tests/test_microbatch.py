@@ -17,8 +17,8 @@ import rlbook.losspath
 from rlbook.config import RunConfig
 from rlbook.models import add_lora, build_model
 from rlbook.objectives import OBJECTIVES, needs_proximal
-from rlbook.rollout import Rollout
-from rlbook.trainer import join_rollouts, train_update
+from rlbook.rollout import Rollout, join_rollouts
+from rlbook.trainer import train_update
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 B, P, C = 16, 5, 12

@@ -10,7 +10,9 @@ import math
 import pytest
 import torch
 
+import rlbook.evaluate
 import rlbook.losspath
+import rlbook.rollout
 import rlbook.runs
 import rlbook.trainer
 from rlbook.evaluate import sampled_eval_seed
@@ -125,7 +127,7 @@ def test_policy_lag(tmp_path, monkeypatch, updates_per_step, epochs, staleness, 
     """policy_lag in the rows matches the definition, and matches the updates the model really had when each
     trained batch was sampled (counted independently of Rollout.policy_version)."""
     updates_done, sampled_at, kept, trained_versions = [0], {}, [], []
-    original_rollout, original_update = rlbook.trainer.rollout, rlbook.trainer.train_update
+    original_rollout, original_update = rlbook.rollout.rollout, rlbook.trainer.train_update
 
     def rollout(*args, **kwargs):
         batch = original_rollout(*args, **kwargs)
@@ -141,7 +143,7 @@ def test_policy_lag(tmp_path, monkeypatch, updates_per_step, epochs, staleness, 
         updates_done[0] += 1
         return row
 
-    monkeypatch.setattr(rlbook.trainer, "rollout", rollout)
+    monkeypatch.setattr(rlbook.rollout, "rollout", rollout)  # the trainer's BatchSampler calls it
     monkeypatch.setattr(rlbook.trainer, "train_update", train_update)
     config = tiny(updates_per_step=updates_per_step, epochs=epochs, staleness=staleness, total_updates=total,
                   eval_every=100, max_new_tokens=3)
@@ -354,7 +356,7 @@ def test_fused_update_equals_reference(objective):
     model, tokenizer = rlbook.trainer.init_policy(config, progress=False)
     task = make_task(config.task)
     generator = torch.Generator().manual_seed(0)
-    batch = rlbook.trainer.rollout(model, tokenizer, task, task.generate(4, seed=7), 4, 6, 1.0, generator, 0)
+    batch = rlbook.rollout.rollout(model, tokenizer, task, task.generate(4, seed=7), 4, 6, 1.0, generator, 0)
     mask = batch.response_mask
     noise = torch.randn(batch.behavior_logp.shape, generator=generator)
     batch = dataclasses.replace(batch, behavior_logp=(batch.behavior_logp + 0.3 * noise) * mask)
@@ -455,9 +457,9 @@ def test_fresh_run_starts_with_the_base_model_row(tmp_path, shaped):
     torch.manual_seed(config.seed)  # as train() does before building the model
     base, tokenizer = rlbook.trainer.init_policy(config, progress=False)
     task = ShapedTask(make_task(config.task, **config.task_params))
-    problems = rlbook.trainer.evaluation_problems(config.task, config.task_params, config.eval_size)
-    greedy = rlbook.trainer.accuracy(base, tokenizer, task, problems, config.max_new_tokens)
-    sampled = rlbook.trainer.accuracy(base, tokenizer, task, problems, config.max_new_tokens, config.temperature,
+    problems = rlbook.evaluate.evaluation_problems(config.task, config.task_params, config.eval_size)
+    greedy = rlbook.evaluate.accuracy(base, tokenizer, task, problems, config.max_new_tokens)
+    sampled = rlbook.evaluate.accuracy(base, tokenizer, task, problems, config.max_new_tokens, config.temperature,
                                       seed=sampled_eval_seed(config.seed, 0), samples=config.eval_samples)
     assert first["eval_greedy_acc"] == greedy and first["eval_sampled_acc"] == sampled
 
