@@ -103,7 +103,8 @@ def gpu_check(d):
         if "error" in result:
             yield f"{name}: no result ({result['error'].splitlines()[0][:120]})"
         else:
-            yield f"{name}: " + ", ".join(f"{k} {g(v)}" for k, v in result.items() if k != "source")
+            yield f"{name}: " + ", ".join(f"{k} {g(v)}" for k, v in result.items()
+                                          if k != "source" and not isinstance(v, (dict, list)))
 
 
 def scalars(d):

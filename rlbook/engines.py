@@ -29,6 +29,7 @@ import textwrap
 from dataclasses import dataclass, fields
 
 from .checks import choose
+from .objectives import needs_proximal
 
 @dataclass(frozen=True)
 class Engine:
@@ -87,9 +88,9 @@ def refusal(engine: Engine, config) -> str | None:
         needed = {"staleness": 0, "updates_per_step": 1, "epochs": 1, "sync_every": 1, "micro_batch_size": 0,
                   "rollout_batch_size": 0, "lopti_eta": 0.0, "finetune": "lora"}
         wrong = {k: getattr(config, k) for k, v in needed.items() if getattr(config, k) != v}
-        if wrong or config.objective in ("tis", "decoupled", "dpo"):
+        if wrong or config.objective == "dpo" or needs_proximal(config.objective):
             return (f"the update backpropagates through the sampling pass, so it needs {needed} and an objective "
-                    f"without a proximal or reference policy (not tis, decoupled or dpo); got {wrong}, "
+                    f"without a proximal or reference policy (not tis, decoupled, m2po_areal or dpo); got {wrong}, "
                     f"objective={config.objective!r}")
     return None
 

@@ -89,6 +89,33 @@ def m2po_cap(logp, blogp, advantages, resp, *, tau=0.04):
     return -_token_mean(term, resp), flags
 
 
+def m2po_areal(logp, blogp, advantages, resp, *, prox_logp, tau=0.04, eps_low=0.2, eps_high=0.2):
+    """AReaL's M2PO (inclusionAI/AReaL, areal/trainer/ppo/actor.py `_apply_m2po_masking`, PR 480), not Algorithm
+    1: the drift is measured between the behaviour policy and the proximal one (the policy at the start of the
+    step); every response token is a candidate, not only the trust-region tokens; the largest (log r)^2 are
+    masked until the mean of the rest is below tau, keeping at least one token; masked tokens leave the loss and
+    its denominator; the kept tokens get AReaL's decoupled PPO loss (eps clip on pi / pi_prox)."""
+    # keep = M2 mask of d = prox_logp - blogp over all tokens; L = -sum_kept (pi_prox/pi_behav) min(uA, clip(u)A) / n_kept
+    keep = _m2po_areal_keep(prox_logp - blogp, resp, tau)
+    term, flags = _clipped_surrogate(torch.exp(logp - prox_logp), advantages, 1 - eps_low, 1 + eps_high)
+    loss = -_token_mean(torch.exp(prox_logp - blogp) * term, keep)
+    return loss, {"clipped_low": flags["clipped_low"] & keep, "clipped_high": flags["clipped_high"] & keep,
+                  "masked": resp & ~keep}
+
+
+@torch.no_grad()
+def m2po_variant_removals(log_ratio, advantages, resp, tau=0.04):
+    """The tokens each M2PO variant would take out of this batch's gradient, as bool [B, T]: m2po (Algorithm 1's
+    mask), m2po_cap (the released code's cap: the clip branch active at exp(-c), exp(c)), m2po_areal (AReaL's
+    mask). log_ratio is log pi - log pi_behav; AReaL measures it against the proximal policy, which is the current
+    one at a step's first update, so there the three act on the same numbers."""
+    cap = _m2po_cap(log_ratio, advantages, resp, tau)
+    _, capped = _clipped_surrogate(torch.exp(log_ratio), advantages, torch.exp(-cap), torch.exp(cap))
+    return {"m2po": resp & ~_m2po_keep(log_ratio, advantages, resp, tau),
+            "m2po_cap": resp & (capped["clipped_low"] | capped["clipped_high"]),
+            "m2po_areal": resp & ~_m2po_areal_keep(log_ratio, resp, tau)}
+
+
 def tis(logp, blogp, advantages, resp, *, prox_logp, eps_low=0.2, eps_high=0.2, tis_cap=2.0):
     # Truncated importance sampling (Yao et al. 2025, a blog post): w = min(pi_prox / pi_behav, C), detached
     weight = torch.exp(prox_logp - blogp).clamp(max=tis_cap)
@@ -117,7 +144,12 @@ def gspo(logp, blogp, advantages, resp, *, eps_low=3e-4, eps_high=4e-4):
     return loss, {key: flag[:, None].expand_as(resp) for key, flag in seq_flags.items()}
 
 
-OBJECTIVES = {f.__name__: f for f in (grpo, no_clip, m2po, m2po_cap, tis, decoupled, gspo)}
+OBJECTIVES = {f.__name__: f for f in (grpo, no_clip, m2po, m2po_cap, m2po_areal, tis, decoupled, gspo)}
+
+
+def needs_proximal(name):
+    """Whether objective `name` takes prox_logp, the log-probs under the policy at the start of the step."""
+    return any(p.name == "prox_logp" for p in keyword_params(_lookup(name)))
 
 
 @torch.no_grad()
@@ -135,6 +167,21 @@ def _m2po_keep(log_ratio, advantages, resp, tau):
     n_drop = torch.argmax(torch.cat([within, within.new_ones(1)]).int())  # first k that satisfies it
     drop_sorted = torch.arange(order.numel(), device=order.device) < n_drop  # only candidates come first
     return ~torch.empty_like(candidate).scatter_(0, order, drop_sorted).view_as(resp)
+
+
+@torch.no_grad()
+def _m2po_areal_keep(log_ratio, resp, tau):
+    """AReaL's mask: every response token a candidate, sorted by (log r)^2 descending; drop the top k for the
+    smallest k after which the mean of the rest is strictly below tau (none: keep only the smallest one)."""
+    sq = torch.where(resp, log_ratio.double().square(), -1.0).flatten()  # padding sorts last
+    order = torch.argsort(sq, descending=True, stable=True)
+    n = int(resp.sum())
+    rest_mean = sq[order][:n].flip(0).cumsum(0).flip(0) / torch.arange(n, 0, -1, device=sq.device)
+    below = rest_mean < tau
+    n_drop = int(torch.argmax(below.int())) if bool(below.any()) else n - 1
+    keep = torch.zeros_like(sq, dtype=torch.bool)
+    keep[order[n_drop:n]] = True
+    return keep.view_as(resp)
 
 
 @torch.no_grad()

@@ -22,7 +22,7 @@ from .config import RunConfig
 from .evaluate import completion_budget, evaluation_problems, evaluation_row
 from .models import LARGE_HIDDEN, add_lora, build_model, get_preset, load_pretrained, set_cpu_threads
 from .losspath import accumulate_gradients, loss_and_tokens, loss_path, no_grad_stats, sequence_inputs
-from .objectives import advantage_reweight, lopti_stages
+from .objectives import advantage_reweight, lopti_stages, needs_proximal
 from .pretrain import WarmStartConfig, warm_start
 from .progress import progress_bar
 from .rollout import BatchSampler, Rollout
@@ -36,7 +36,6 @@ from .token_stats import summarize
 from .versions import TRAINING_VERSION
 
 TIMING_KEYS = ("wall_time_s", "tokens_per_s", "update_s", "sample_s")  # a row's clock readings (vary run to run)
-PROXIMAL_OBJECTIVES = ("tis", "decoupled")  # they need the policy of the step's start (recomputed once per step)
 warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*")
 
 
@@ -184,7 +183,7 @@ def train(config: RunConfig, run: Run, progress: bool = True) -> None:
         batch = queue.next_batch(step, update, source)
         sample_s = time.time() - tic  # generation (and, semi-online, swapping the generator's weights in and out)
         advantages = group_advantages(batch.rewards, config.group_size, config.normalize_adv_std)
-        prox = no_grad_stats(model, batch, config, path)[0] if config.objective in PROXIMAL_OBJECTIVES else None
+        prox = no_grad_stats(model, batch, config, path)[0] if needs_proximal(config.objective) else None
         for epoch, rows in mini_batches(len(batch), config):
             if update == config.total_updates:
                 break

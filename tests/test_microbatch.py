@@ -16,7 +16,7 @@ from torch.utils._pytree import tree_flatten
 import rlbook.losspath
 from rlbook.config import RunConfig
 from rlbook.models import add_lora, build_model
-from rlbook.objectives import OBJECTIVES
+from rlbook.objectives import OBJECTIVES, needs_proximal
 from rlbook.rollout import Rollout, join_rollouts
 from rlbook.trainer import train_update
 
@@ -66,7 +66,7 @@ def update(setup, path, micro, objective, **changes):
     model = copy.deepcopy(model)
     config = config.replace(objective=objective, micro_batch_size=micro, max_grad_norm=1e6, **changes)
     optimizer = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=1.0)
-    prox = prox if objective in ("tis", "decoupled") else None
+    prox = prox if needs_proximal(objective) else None
     row = train_update(model, optimizer, batch, advantages, prox, config, path, 1)
     return row, [p.detach() for p in model.parameters() if p.requires_grad]
 

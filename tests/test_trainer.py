@@ -17,7 +17,7 @@ import rlbook.runs
 import rlbook.trainer
 from rlbook.evaluate import sampled_eval_seed
 from rlbook.config import RunConfig
-from rlbook.objectives import OBJECTIVES
+from rlbook.objectives import OBJECTIVES, needs_proximal
 from rlbook.replay import run_or_load
 from rlbook.runs import Run, RunStore
 from rlbook.tasks import make_task
@@ -362,7 +362,7 @@ def test_fused_update_equals_reference(objective):
     batch = dataclasses.replace(batch, behavior_logp=(batch.behavior_logp + 0.3 * noise) * mask)
     advantages = torch.randn(len(batch), 1, generator=generator) * mask
     prox = None
-    if objective in rlbook.trainer.PROXIMAL_OBJECTIVES:
+    if needs_proximal(objective):
         prox = rlbook.losspath.no_grad_stats(model, batch, config, "reference")[0] + 0.1 * noise * mask
     results = []
     for path in ("fused", "reference"):
