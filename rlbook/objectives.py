@@ -148,8 +148,9 @@ OBJECTIVES = {f.__name__: f for f in (grpo, no_clip, m2po, m2po_cap, m2po_areal,
 
 
 def needs_proximal(name):
-    """Whether objective `name` takes prox_logp, the log-probs under the policy at the start of the step."""
-    return any(p.name == "prox_logp" for p in keyword_params(_lookup(name)))
+    """Whether objective `name` takes prox_logp, the log-probs under the policy at the start of the step (False for a
+    loss that is not one of OBJECTIVES, such as dpo)."""
+    return name in OBJECTIVES and any(p.name == "prox_logp" for p in keyword_params(OBJECTIVES[name]))
 
 
 @torch.no_grad()
