@@ -20,10 +20,18 @@ STYLE = {
 mpl.rcParams.update(STYLE)
 
 
-def save_figure(fig, chapter: str, name: str) -> None:
+def save_figure(fig, chapter: str, name: str, runs=None) -> None:
     """Write fig as FIGURE_DIR/<chapter>/<name>.png and .svg (build/figures/ unless $RLBOOK_FIGURES says otherwise).
 
+    With `runs` (a RunSet, or a list of runs), the figure first gets their provenance line above its panels: seeds,
+    and whether this code or older code made them (rlbook.runset.provenance), so a slide cannot lose it.
     Returns nothing, so a notebook cell that ends with it shows the figure and no file name."""
+    if runs is not None:
+        from ..runset import provenance
+
+        line = runs.label() if hasattr(runs, "label") else provenance(runs)
+        fig.text(0.01, 1.0, line, ha="left", va="bottom", fontsize=STYLE["font.size"], color="0.3",
+                 transform=fig.transFigure)
     folder = FIGURE_DIR / chapter
     folder.mkdir(parents=True, exist_ok=True)
     fig.savefig(folder / f"{name}.svg", bbox_inches="tight")
