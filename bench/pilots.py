@@ -250,6 +250,24 @@ SETS = {
         (f"dpo {label} beta{beta}", semi_online_run("cpu", "dpo", sync, objective_params={"beta": beta}))
         for beta in (0.5, 1.0) for label, sync in (("sync100", 100), ("offline", 0), ("online", 1))
     ],
+    # Issue 24, the drift ladder (training version 3): rungs below lr 2.5e-4, each with the staleness and the update
+    # count scaled by 1 / lr (so the stale data's drift and on-policy GRPO's learning stay comparable): does
+    # on-policy GRPO still learn in the budget, and what M2 does the largest staleness give? (seed 0; the fast
+    # knobs: within the equivalence tolerances of the reference path)
+    "ladder-slow": lambda: [
+        (f"grpo s{s} lr{lr:g}", ch2("grpo", s, lr=lr, total_updates=updates, **KK_FAST))
+        for lr, s, updates in ((1.25e-4, 0, 1600), (1.25e-4, 192, 1600), (6.25e-5, 0, 3200), (6.25e-5, 384, 3200))
+    ],
+    # Issue 24, prosperity before collapse: no trust region at the slow rung's largest staleness, three times longer
+    # than the reference runs (which rose +0.16 and levelled off), with no gradient-norm clipping (the paper's
+    # collapse is an unbounded update); LoRA and full fine-tuning (full: a fifth of LoRA's rate, chapter 1's pilots
+    # found full fine-tuning at >= 2e-4 unstable)
+    "collapse-long": lambda: [
+        ("no_clip s96 lr2.5e-4 lora 2400 noclipnorm", ch2("no_clip", 96, lr=2.5e-4, total_updates=2400,
+                                                         max_grad_norm=1e9, **KK_FAST)),
+        ("no_clip s96 lr5e-5 full 2400 noclipnorm", ch2("no_clip", 96, lr=5e-5, total_updates=2400, finetune="full",
+                                                       max_grad_norm=1e9)),
+    ],
 }
 
 

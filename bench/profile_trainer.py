@@ -36,6 +36,7 @@ from rlbook.lean_decoder import LeanDecoder
 from rlbook.models import set_cpu_threads
 from rlbook.rollout import rollout
 from rlbook.runs import RunStore
+from rlbook.seeds import stream_seed
 from rlbook.tasks import make_task
 from rlbook.trainer import init_policy
 
@@ -62,18 +63,18 @@ class Clock:
 
 def profile_updates(config, store: RunStore, updates: int, clock: Clock) -> int:
     """`updates` GRPO updates of config's policy with each phase timed; returns the generated (response) tokens."""
-    torch.manual_seed(config.seed)
+    torch.manual_seed(stream_seed("init", config.seed))
     model, tokenizer = init_policy(config, store, progress=False)
     task = make_task(config.task, **config.task_params)
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
-    generator = torch.Generator().manual_seed(config.seed)
+    generator = torch.Generator().manual_seed(stream_seed("rollout", config.seed))
     max_new, path, tokens = completion_budget(task, tokenizer), loss_path(config, torch.device("cpu")), 0
     lean = config.merged_sampling or config.sampling_graph
     sampler = LeanDecoder(model, merged=config.merged_sampling) if lean else None
     for step in range(updates):
         with clock.phase("generation"):
-            problems = task.generate(config.prompts_per_step, seed=1_000_000 * (config.seed + 1) + step)
+            problems = task.generate(config.prompts_per_step, seed=stream_seed("rl_prompts", config.seed, step))
             policy = sampler.refresh(model) if sampler is not None else model
             batch = rollout(policy, tokenizer, task, problems, config.group_size, max_new, config.temperature,
                             generator, policy_version=step, graph=config.sampling_graph)

@@ -114,6 +114,7 @@ def run_trl(seed: int, updates: int, checkpoint: str, gradient_checkpointing: bo
 
     from rlbook.evaluate import accuracy, completion_budget, evaluation_problems
     from rlbook.models import LORA_TARGETS, load_pretrained
+    from rlbook.seeds import stream_seed
     from rlbook.tasks import make_task
 
     config = compared_config(seed)
@@ -123,7 +124,7 @@ def run_trl(seed: int, updates: int, checkpoint: str, gradient_checkpointing: bo
                                                                                 config.eval_size)
     base = accuracy(model, tokenizer, task, eval_set, max_new)
     problems = [p for u in range(updates) for p in task.generate(config.prompts_per_step,
-                                                                  seed=1_000_000 * (seed + 1) + u)]
+                                                                  seed=stream_seed("rl_prompts", seed, u))]
     data = Dataset.from_list([{"prompt": p["prompt"], "problem": json.dumps(p)} for p in problems])
 
     def reward(prompts, completions, problem, **_):

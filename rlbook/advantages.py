@@ -6,6 +6,9 @@ import torch
 
 def group_advantages(rewards: torch.Tensor, group_size: int, normalize_std: bool = True) -> torch.Tensor:
     """Per-sample advantages for rewards laid out in consecutive groups of `group_size` ([B] -> [B])."""
+    if group_size < 2:
+        raise ValueError(f"group_size={group_size}: a group-relative advantage needs at least 2 completions per "
+                         "prompt (one completion has no group to compare with)")
     if rewards.numel() % group_size:
         raise ValueError(f"{rewards.numel()} rewards do not split into groups of {group_size}")
     groups = rewards.view(-1, group_size)

@@ -11,10 +11,10 @@ from pathlib import Path
 import torch
 
 from .rollout import decode, sample
+from .seeds import EVALUATION_SET, VALIDATION_SET, stream_seed
 from .tasks import Problem, make_task
 
-EVAL_SEED = 12345  # training problems come from seeds >= 1e6, so they never share a stream with evaluation
-VALIDATION_SEED = 54321
+EVAL_SEED, VALIDATION_SEED = EVALUATION_SET, VALIDATION_SET  # fixed sets, apart from every stream (rlbook.seeds)
 EVAL_DIR = Path(__file__).resolve().parent.parent / "data" / "eval"
 # The fixed sets in data/eval/, written by data/make_eval_sets.py: file name -> (task, params, size)
 EVAL_SETS = {
@@ -51,7 +51,7 @@ def max_eval_size(task_name: str, task_params: dict) -> int:
 
 def sampled_eval_seed(run_seed: int, update: int) -> int:
     """A different sampling seed for every run seed and evaluation, so sampled accuracies are independent draws."""
-    return EVAL_SEED + 100_003 * (run_seed + 1) + update
+    return stream_seed("evaluation_sampling", run_seed, update)
 
 
 def completion_budget(task, tokenizer, n: int = 256) -> int:

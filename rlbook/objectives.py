@@ -123,13 +123,14 @@ def _m2po_cap(log_ratio, advantages, resp, tau):
     candidate = _trust_region(log_ratio, advantages, resp).flatten()
     sq = torch.where(candidate, log_ratio.double().square().flatten(), math.inf).sort().values  # ascending
     n_tr = candidate.sum()
+    budget = tau * n_tr.double()  # in float64, like the squares (tau * an integer tensor would be float32)
     position = torch.arange(sq.numel(), device=sq.device)
     finite_sq = torch.where(position < n_tr, sq, 0.0)
     below = finite_sq.cumsum(0) - finite_sq  # sum of the values before each position
     capped_sum = torch.where(position < n_tr, below + (n_tr - position) * sq, math.inf)  # with c^2 = sq[k]
-    n_uncapped = (capped_sum <= tau * n_tr).sum()
+    n_uncapped = (capped_sum <= budget).sum()
     at = n_uncapped.clamp(max=sq.numel() - 1)
-    c_squared = (tau * n_tr - below[at]) / (n_tr - n_uncapped).clamp(min=1)
+    c_squared = (budget - below[at]) / (n_tr - n_uncapped).clamp(min=1)
     return torch.where(n_uncapped >= n_tr, math.inf, c_squared.clamp(min=0).sqrt())
 
 

@@ -22,6 +22,7 @@ from .evaluate import accuracy, completion_budget, validation_problems
 from .models import build_model, set_cpu_threads
 from .progress import progress_bar
 from .runs import RunStore, environment, reference_root, write_json
+from .seeds import stream_seed
 from .tasks import make_task
 from .versions import WARM_START_VERSION
 
@@ -127,7 +128,8 @@ def _train(config: WarmStartConfig, path: Path, progress: bool) -> None:
     for step in bar:
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(config, step)
-        batch = trace_batch(tokenizer, task, task.generate(config.batch_size, seed=1_000_000 * (config.seed + 1) + step))
+        problems = task.generate(config.batch_size, seed=stream_seed("warm_start", config.seed, step))
+        batch = trace_batch(tokenizer, task, problems)
         loss = sft_loss(model, *(t.to(device) for t in batch))
         optimizer.zero_grad()
         loss.backward()

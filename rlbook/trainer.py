@@ -28,6 +28,7 @@ from .progress import progress_bar
 from .rollout import Rollout, rollout
 from .router_replay import RoutingRecorder, engine_copy, extreme_fraction, is_moe, join_routing, mismatch_stats
 from .runs import UNTOUCHED, CorruptRunError, Run, RunStore, environment
+from .seeds import stream_seed
 from .staleness import queue_depth
 from .tasks import make_task
 from .token_stats import summarize
@@ -56,10 +57,11 @@ def init_policy(config: RunConfig, store: RunStore | None = None, progress: bool
     elif preset.hub_id is not None:
         model, tokenizer = load_pretrained(preset.hub_id)
     elif config.init == "scratch" or config.preset == "qwen3-1.7b-random":
-        model, tokenizer = build_model(config.preset, seed=config.seed)
+        model, tokenizer = build_model(config.preset, seed=stream_seed("init", config.seed))
     else:
         checkpoint = warm_start_of(config, store, progress)
-        torch.manual_seed(config.seed)  # the same adapter init whether the warm start was cached or trained just now
+        # the same adapter init whether the warm start was cached or trained just now
+        torch.manual_seed(stream_seed("init", config.seed))
         model, tokenizer = load_pretrained(str(checkpoint))
     if config.finetune == "lora":
         model = add_lora(model, config.lora_rank, config.lora_alpha)
@@ -162,13 +164,13 @@ def load_state(run: Run, state: dict, model, optimizer, generator) -> None:
 def train(config: RunConfig, run: Run, progress: bool = True) -> None:
     """Train (or resume) the run described by config, appending one metrics row per update to run."""
     set_cpu_threads()
-    torch.manual_seed(config.seed)
+    torch.manual_seed(stream_seed("init", config.seed))
     model, tokenizer = init_policy(config, RunStore(run.path.parent.parent), progress)
     device = next(model.parameters()).device
     task = make_task(config.task, **config.task_params)
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=config.lr,
                                   weight_decay=config.weight_decay)
-    generator = torch.Generator(device=device).manual_seed(config.seed)
+    generator = torch.Generator(device=device).manual_seed(stream_seed("rollout", config.seed))
     per_batch = config.updates_per_step * config.epochs
     depth, total_steps = queue_depth(config.staleness, per_batch), math.ceil(config.total_updates / per_batch)
     max_new = config.max_new_tokens or completion_budget(task, tokenizer)
@@ -210,11 +212,11 @@ def train(config: RunConfig, run: Run, progress: bool = True) -> None:
             model.load_state_dict(current, strict=False)
 
     def sample_with_current_weights(step: int, version: int) -> Rollout:
-        problems = task.generate(config.prompts_per_step, seed=1_000_000 * (config.seed + 1) + step)
+        problems = task.generate(config.prompts_per_step, seed=stream_seed("rl_prompts", config.seed, step))
         per_call = config.rollout_batch_size // config.group_size or len(problems)  # prompts sampled at once
         policy = sampler.refresh(model) if sampler is not None else model  # the current weights
         policy = engine_copy(policy, config.rollout_dtype)  # as the inference engine holds them
-        noise = (torch.Generator(device=device).manual_seed(3_000_000 * (config.seed + 1) + step)
+        noise = (torch.Generator(device=device).manual_seed(stream_seed("router_noise", config.seed, step))
                  if config.router_noise else None)
         batch = join_rollouts([rollout(policy, tokenizer, task, problems[i:i + per_call], config.group_size, max_new,
                                        config.temperature, generator, policy_version=version,

@@ -5,5 +5,6 @@ trainer, evaluation); bump WARM_START_VERSION in any change that alters a warm-s
 validation set, model construction). A stored result made under another version is never replayed as current.
 tests/test_versions.py holds golden values that fail when a bump is due.
 """
-TRAINING_VERSION = 2  # 1: before versioning (run hashes covered the config alone)
+TRAINING_VERSION = 3  # 1: before versioning (run hashes covered the config alone); 2: until RL prompts, rollouts,
+# evaluation and router noise drew from separate named streams (rlbook.seeds)
 WARM_START_VERSION = 2  # 2: early stopping on a validation split disjoint from the evaluation set

@@ -27,3 +27,8 @@ def test_zero_variance_fraction_counts_groups():
 def test_groups_must_divide():
     with pytest.raises(ValueError, match="groups of 4"):
         group_advantages(torch.zeros(6), 4)
+
+
+def test_a_group_of_one_is_refused_not_nan():
+    with pytest.raises(ValueError, match="at least 2"):
+        group_advantages(torch.tensor([1.0, 0.0]), 1)

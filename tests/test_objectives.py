@@ -105,6 +105,16 @@ def test_m2po_cap_is_no_clip_when_the_budget_holds():
     assert loss.item() == pytest.approx(-(E(0.1) - E(-0.1) - E(0.3)) / 3)
 
 
+def test_m2po_cap_budget_is_float64():
+    """Three tokens whose squared log-ratios sum to 0.3000000005: over tau * n = 0.1 * 3 in float64, under it in
+    float32 (0.30000001); the cap must bind."""
+    d = math.sqrt(0.3000000005 / 3)
+    log_ratio = torch.full((1, 3), d, dtype=torch.float64)
+    _, flags = policy_loss("m2po_cap", log_ratio, torch.zeros_like(log_ratio), torch.ones_like(log_ratio),
+                           torch.ones(1, 3), tau=0.1)
+    assert flags["m2po_cap_c"].item() < d
+
+
 TIS_CASE = dict(log_ratio_prox=[math.log(1.1), math.log(1.5), math.log(0.9)], adv=[1.0, 1.0, -2.0],
                 prox_minus_behav=[math.log(3.0), math.log(0.5), 0.0])
 
