@@ -69,7 +69,7 @@ FIELD_HELP = {
     "prefix_sharing": "training pass runs each distinct prompt once, its KV cache shared by its group: about half "
                       "the FLOPs; not bit-equal (rlbook.losspath.PREFIX_SHARING_TOLERANCE)",
     "merged_sampling": "rollouts sample from a lean copy with the LoRA update merged into the weights (dense Qwen3); "
-                       "not bit-equal (rlbook.merged_decoder.MERGED_TOLERANCE)",
+                       "not bit-equal (rlbook.lean_decoder.MERGED_TOLERANCE)",
     "static_sampling": "rollouts decode with a preallocated KV cache, a fixed-shape step replayed from a CUDA graph "
                        "on a GPU (rlbook.static_sampling); needs merged_sampling",
     "skip_zero_advantage": "sequences whose every advantage is 0 run without grad in the training pass (no "

@@ -25,7 +25,7 @@ PATHS = ("reference", "fused", "chunked", "shared")
 CHUNK_TOKENS = 1024  # tokens per chunk of logits: 1024 x 151936 x bf16 = 0.3 GB
 # Largest |logp difference| of the shared path from the reference path, and largest relative difference of a
 # parameter's gradient (measured on nano-small rollouts: 6e-6 and 4e-6, bench/results/prefix_sharing-*.json;
-# tests/test_prefix_sharing.py holds the shared path to these bounds).
+# tests/test_speed_options.py holds the shared path to these bounds).
 PREFIX_SHARING_TOLERANCE = {"logp": 2e-5, "grad_rel": 2e-5}
 
 

@@ -25,6 +25,7 @@ def test_notebook_structure(path):
     assert all(not c["outputs"] and c["execution_count"] is None for c in cells), "commit notebooks without outputs"
     parameters = [c for c in cells if "parameters" in c["metadata"].get("tags", [])]
     assert len(parameters) == 1 and "PROFILE" in "".join(parameters[0]["source"])
+    assert 'PROFILE = "reference"' in "".join(parameters[0]["source"]), "a notebook replays by default, never trains"
     for cell in cells:  # notebooks call rlbook; algorithms live in the package
         source = "".join(cell["source"])
         assert not re.search(r"^\s*(def|class) ", source, re.M), f"a notebook defines code:\n{source[:200]}"

@@ -32,3 +32,14 @@ def verdict_table(signatures: list[Signature], runs, title: str | None = None) -
     missing = len(getattr(runs, "missing", []))
     head = f"**{title}** ({provenance(runs, missing)})" if title else f"Runs: {provenance(runs, missing)}."
     return f"{head}\n\n{markdown(signatures)}"
+
+
+def accuracy_by_size(labels: list[str], results: list[dict]) -> str:
+    """Greedy accuracy per puzzle size, one row per labelled result ({"by_people": {n: acc} or None, "overall"})."""
+    sizes = sorted({n for r in results for n in (r.get("by_people") or {})})
+    rows = [f"| | {' | '.join(f'{n} people' for n in sizes)} | overall |", "|---" * (len(sizes) + 2) + "|"]
+    for label, r in zip(labels, results):
+        by = r.get("by_people") or {}
+        rows.append(f"| {label} | {' | '.join(f'{by[n]:.3f}' if n in by else '-' for n in sizes)} | "
+                    f"{r['overall']:.3f} |")
+    return "\n".join(rows)
