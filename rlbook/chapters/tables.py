@@ -7,6 +7,12 @@ from ..runset import provenance
 from .verdicts import Signature, markdown
 
 
+def table(header, rows) -> str:
+    """A markdown table from a header and rows of cells."""
+    line = lambda cells: "| " + " | ".join(str(c) for c in cells) + " |"
+    return "\n".join([line(header), "|---" * len(header) + "|", *map(line, rows)])
+
+
 def settings_table(config, keys) -> str:
     """The named fields of a RunConfig, one row each."""
     rows = ["| setting | value |", "|---|---|"]
@@ -37,9 +43,6 @@ def verdict_table(signatures: list[Signature], runs, title: str | None = None) -
 def accuracy_by_size(labels: list[str], results: list[dict]) -> str:
     """Greedy accuracy per puzzle size, one row per labelled result ({"by_people": {n: acc} or None, "overall"})."""
     sizes = sorted({n for r in results for n in (r.get("by_people") or {})})
-    rows = [f"| | {' | '.join(f'{n} people' for n in sizes)} | overall |", "|---" * (len(sizes) + 2) + "|"]
-    for label, r in zip(labels, results):
-        by = r.get("by_people") or {}
-        rows.append(f"| {label} | {' | '.join(f'{by[n]:.3f}' if n in by else '-' for n in sizes)} | "
-                    f"{r['overall']:.3f} |")
-    return "\n".join(rows)
+    rows = [(label, *(f"{(r.get('by_people') or {})[n]:.3f}" if n in (r.get("by_people") or {}) else "-"
+                      for n in sizes), f"{r['overall']:.3f}") for label, r in zip(labels, results)]
+    return table(("run", *(f"{n} people" for n in sizes), "overall"), rows)
