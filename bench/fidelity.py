@@ -4,7 +4,7 @@
 
 Runs made by the current code (rlbook.versions) decide; where an experiment has none yet, the stored runs made by
 older code are read instead and every line says so ("made by older code, retraining pending"). Prints the tables
-and writes them as JSON to bench/results/fidelity-<commit>-<time>.json; with --readme, also replaces the README's
+and writes them as JSON to bench/results/fidelity/fidelity-<commit>-<time>.json; with --readme, also replaces the README's
 chapter table (one row per chapter: its verdicts counted and its headline claims) between the
 `<!-- fidelity:start -->` and `<!-- fidelity:end -->` markers, so the README never quotes a result by hand.
 """
@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from learning_gain import save_result  # noqa: E402
+from record import save_result  # noqa: E402
 
 from rlbook.chapters import merging_verdicts, pma, verdicts  # noqa: E402
 from rlbook.runs import RunStore, reference_root  # noqa: E402

@@ -6,7 +6,7 @@
 Each pilot is a named change to a chapter's cpu-profile config, trained through the RunStore under
 runs/pilots (a finished pilot replays, an interrupted one resumes). The summary (score = mean of the last 3
 evaluations, gain over the base, wall time, drift and clip statistics) is printed and written to
-bench/results/pilots-<set>-<commit>-<time>.json. What the pilots showed, and what was chosen, is in the README's
+bench/results/pilots/pilots-<set>-<commit>-<time>.json. What the pilots showed, and what was chosen, is in the README's
 calibration note.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from learning_gain import save_result  # noqa: E402
+from record import save_result  # noqa: E402
 
 from rlbook import stats  # noqa: E402
 from rlbook.experiments import (KNIGHTS_KNAVES, grpo_from_scratch, lopti_run, router_run, semi_online_run,  # noqa: E402
@@ -29,8 +29,8 @@ PILOT_UPDATES = 400
 
 
 def ch1(seed: int, **changes):
-    """Chapter 1 pilots, from the update the first rounds searched around (16 prompts x 8, the default trainer)."""
-    values = {"total_updates": PILOT_UPDATES, "prompts_per_step": 16, "sampling_graph": False, **changes}
+    """Chapter 1 pilots, from the update the first rounds searched around (16 prompts x 8, the reference engine)."""
+    values = {"total_updates": PILOT_UPDATES, "prompts_per_step": 16, "engine": "reference", **changes}
     return grpo_from_scratch("cpu", seed, **values)
 
 
@@ -46,7 +46,7 @@ def ch4(variant: str = "grpo", seed: int = 0, **changes):
     return lopti_run("cpu", variant, seed, **values)
 
 
-KK_FAST = dict(prefix_sharing=True, merged_sampling=True, skip_zero_advantage=True)
+KK_FAST = dict(engine="fast")
 
 # name -> list of (label, config)
 SETS = {
@@ -69,13 +69,13 @@ SETS = {
     # Chapter 1, round 3: the sampling-graph trainer (one forward serves sampling and the update, 2.2x faster, issue
     # "learning per CPU-minute") buys twice the updates in the same 5 minutes. Does the gain reach +0.20?
     "ch1-graph": lambda: [
-        ("lora lr5e-4 16x8 1600u graph", ch1(0, total_updates=1600, sampling_graph=True)),
-        ("lora lr1e-3 32x8 800u graph", ch1(0, lr=1e-3, prompts_per_step=32, total_updates=800, sampling_graph=True)),
+        ("lora lr5e-4 16x8 1600u graph", ch1(0, total_updates=1600, engine="graph")),
+        ("lora lr1e-3 32x8 800u graph", ch1(0, lr=1e-3, prompts_per_step=32, total_updates=800, engine="graph")),
     ],
     # Round 4: 1,600 updates reached +0.197 in 145 s. Twice as long, or twice the batch, still within 5 minutes?
     "ch1-graph-long": lambda: [
-        ("lora lr5e-4 16x8 3200u graph", ch1(0, total_updates=3200, sampling_graph=True)),
-        ("lora lr5e-4 32x8 1600u graph", ch1(0, prompts_per_step=32, total_updates=1600, sampling_graph=True)),
+        ("lora lr5e-4 16x8 3200u graph", ch1(0, total_updates=3200, engine="graph")),
+        ("lora lr5e-4 32x8 1600u graph", ch1(0, prompts_per_step=32, total_updates=1600, engine="graph")),
     ],
     # Chapter 4: does GRPO itself learn K&K? (the comparison of AR / Lopti is only meaningful if it does)
     "kk": lambda: [

@@ -12,9 +12,10 @@ update per rollout batch. Each (seed, system) runs in its own process, one after
 seed), so peak RSS is its own. Reported per system: s/update (median interval between consecutive updates,
 generation included, evaluations excluded) in wall and in process-CPU seconds (steadier when other processes share
 the cores), generated tokens/s (generated tokens / wall time of the timed updates), peak RSS, and greedy accuracy on the 500 evaluation problems before and after (rlbook.evaluate.accuracy
-for both). `rlbook` is the default (bit-exact) trainer; `rlbook-fast` and `rlbook-graph` add opt-in speed options
-that change rounding (OPTIONS: prefix_sharing + merged_sampling + skip_zero_advantage, which work in every config;
-sampling_graph, on-policy single-update configs only). `trl` has gradient checkpointing off (its fastest setting
+for both). `rlbook` is the reference engine (bit-exact); `rlbook-fast` and `rlbook-graph` are the engines of those names
+(rlbook.engines), which change rounding (fast: shared prompts, merged sampler, no grad through zero-advantage
+sequences; graph, which the default engine picks for this on-policy single-update config: backpropagation through the
+sampling pass). `trl` has gradient checkpointing off (its fastest setting
 here); `trl-gc` is TRL's default (on).
 Writes bench/results/vs_trl-<device>-<commit>-<time>.json.
 """
@@ -34,11 +35,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/learning_gain.py, when run as a script
 
 SYSTEMS = ["rlbook", "rlbook-fast", "rlbook-graph", "trl", "trl-gc"]
-OPTIONS = {"rlbook": {}, "rlbook-fast": dict(prefix_sharing=True, merged_sampling=True, skip_zero_advantage=True),
-           "rlbook-graph": dict(sampling_graph=True)}  # the opt-in speed options: not bit-equal
+OPTIONS = {"rlbook": {}, "rlbook-fast": dict(engine="fast"), "rlbook-graph": dict(engine="graph")}  # not bit-equal
 SETTINGS = dict(profile="cpu", lora_rank=16, lora_alpha=32.0, prompts=16, group=8, lr=5e-4, threads=1)
-# The update both systems make, whatever chapter 1's own budget is: SETTINGS' prompts and the default trainer
-COMPARED_UPDATE = dict(prompts_per_step=SETTINGS["prompts"], sampling_graph=False)
+# The update both systems make, whatever chapter 1's own budget is: SETTINGS' prompts and the reference engine
+COMPARED_UPDATE = dict(prompts_per_step=SETTINGS["prompts"], engine="reference")
 UNMATCHED = [
     "random streams: TRL samples with transformers' generate under its own seed (GRPOConfig.seed = run seed); "
     "rlbook with its own sampling loop and torch.Generator(seed), so the two draw different completions",
@@ -53,7 +53,7 @@ UNMATCHED = [
 
 
 def compared_config(seed: int, **changes):
-    """Chapter 1's cpu config at the compared update; a system's speed options come in as changes."""
+    """Chapter 1's cpu config at the compared update; a system's engine comes in as changes."""
     from rlbook.experiments import grpo_from_scratch
 
     return grpo_from_scratch(SETTINGS["profile"], seed, **{**COMPARED_UPDATE, **changes})
