@@ -93,3 +93,16 @@ def test_profiles():
         profiles.resolve_profile("reference")
     with pytest.raises(ValueError, match="choose one of"):
         profiles.book_profile("gpu")
+
+
+def test_lookup_finds_the_version_2_runs_of_every_reference_sweep_whatever_their_engine():
+    """Runs of training version 2 name their engine by the old speed options ('reference', 'graph'); the sweeps of
+    this code say 'auto' or 'fast'. The engine is how, not what: the older run is found, labelled as older code."""
+    from collections import Counter
+
+    from rlbook.experiments import sweep
+    from rlbook.runs import lookup
+
+    for name in ("staleness", "lopti", "semi_online", "router_replay"):
+        found = Counter(run is not None for run in lookup(sweep(name, "cpu")))
+        assert found[True] >= found[False], (name, found)
