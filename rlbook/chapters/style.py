@@ -21,7 +21,7 @@ mpl.rcParams.update(STYLE)
 
 
 PAGE_INCHES = 7.5  # a figure this wide shows its fonts at their size on a 1,024 px page; wider ones are scaled down
-MAX_GROWTH = {1: 1.6, 2: 1.45}  # text grows at most this much by panels per row (more crowds them); 3 or more: 1.15
+MAX_GROWTH = {1: 1.6, 2: 1.3}  # text grows at most this much by panels per row (more crowds them); 3 or more: 1.15
 
 
 def fit_for_page(fig) -> float:
