@@ -18,6 +18,8 @@ nb_execution_mode = "off"
 nb_ipywidgets_js = {}
 nb_merge_streams = True
 nb_output_stderr = "remove"
+# text/markdown outputs (verdict and score tables) are parsed as MyST, which has tables; CommonMark has none
+nb_render_markdown_format = "myst"
 
 html_theme = "sphinx_book_theme"
 html_title = "rlbook"

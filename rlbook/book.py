@@ -1,7 +1,11 @@
 """Build the book: execute every notebook with papermill, then render a Sphinx site (myst-nb, sphinx-book-theme) that
 works opened from disk with no network: build/html/index.html. Figures land in build/figures/<chapter>/.
 
-    python -m rlbook.book [--profile auto|smoke|cpu|standard|paper] [--only 01_grpo_from_scratch] [--render-only]
+    python -m rlbook.book [--profile reference|smoke|cpu|auto|standard|paper] [--only 01_grpo_from_scratch]
+                          [--render-only]
+
+The default profile, `reference`, replays the stored reference runs (data/runs) and trains nothing: the book readers
+get, on any machine. Any other profile trains what is not stored (each notebook prints its plan first).
 
 The site's sources are book/ (Sphinx configuration, landing page, references, styles, the replay script). MathJax
 3 comes from the npm registry (`npm pack`, once, kept in build/vendor) and plotly.js from the plotly package; both
@@ -18,7 +22,7 @@ import tarfile
 import time
 from pathlib import Path
 
-from .profiles import resolve_profile
+from .profiles import PROFILES, REFERENCE
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS, BOOK, BUILD = ROOT / "notebooks", ROOT / "book", ROOT / "build"
@@ -26,11 +30,13 @@ WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 MATHJAX = "mathjax@3.2.2"  # es5/tex-svg-full.js: one file, glyphs as SVG paths (no web fonts to load from disk)
 
 
-# Seconds: a smoke-profile cell that runs longer is a hang, not work (CI must not stall). The longest smoke cell took
+# Seconds: a cell of the smoke or reference profile (CI, `make book`) that runs longer is a hang, not work (CI must not
+# stall; the reference profile only replays, and its slowest cell is a demonstration warm start of about a minute). The longest smoke cell took
 # 55 s with the 2 cores shared (04_lopti). The limit also bounds a known client stall (jupyter/nbclient issue 312:
 # the kernel's reply to a cell that displays ipywidgets sometimes reaches the client only at the timeout): seen once
 # in 02_staleness, it cost the full 600 s the limit used to be.
-SMOKE_CELL_TIMEOUT = 240
+CELL_TIMEOUT = 240
+BOUNDED = ("smoke", REFERENCE)  # the profiles whose cells have a time limit
 
 
 def execute(notebook: Path, out: Path, profile: str) -> float:
@@ -50,7 +56,7 @@ def execute(notebook: Path, out: Path, profile: str) -> float:
     try:
         papermill.execute_notebook(str(notebook), str(out), parameters={"PROFILE": profile}, cwd=str(NOTEBOOKS),
                                    kernel_name="python3", progress_bar=False,
-                                   execution_timeout=SMOKE_CELL_TIMEOUT if profile == "smoke" else None)
+                                   execution_timeout=CELL_TIMEOUT if profile in BOUNDED else None)
     finally:
         if previous is None:
             os.environ.pop("TQDM_DISABLE")
@@ -113,6 +119,7 @@ def build_site(executed: list[Path], figures: Path, out: Path | None = None) -> 
     static_assets(source / "_static")
     if figures.exists():
         shutil.copytree(figures, source / "figures", ignore=shutil.ignore_patterns("*.svg"))
+    shutil.copytree(ROOT / "rlbook", source / "rlbook", ignore=shutil.ignore_patterns("__pycache__"))  # literalinclude
     for path in executed:
         (source / path.name).write_text(json.dumps(for_the_page(json.loads(path.read_text())), indent=1))
     shutil.rmtree(out, ignore_errors=True)
@@ -123,11 +130,13 @@ def build_site(executed: list[Path], figures: Path, out: Path | None = None) -> 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--profile", default="auto")
+    parser.add_argument("--profile", default=REFERENCE, choices=[REFERENCE, "auto", *PROFILES],
+                        help="reference (default): replay the stored reference runs, train nothing; any other profile "
+                             "trains what is not stored")
     parser.add_argument("--only", nargs="*", default=None, help="notebook names (without .ipynb)")
     parser.add_argument("--render-only", action="store_true", help="render the notebooks already in build/executed")
     args = parser.parse_args(argv)
-    profile = resolve_profile(args.profile)
+    profile = args.profile
     notebooks = sorted(p for p in NOTEBOOKS.glob("*.ipynb") if args.only is None or p.stem in args.only)
     if not notebooks:
         raise SystemExit(f"no notebooks matched {args.only}; available: {[p.stem for p in NOTEBOOKS.glob('*.ipynb')]}")

@@ -5,7 +5,7 @@ greedy accuracy on the validation split (never the evaluation set) reaches `targ
 quickly, so a step count would give a different base model for every small change). Checkpoints along the
 trajectory are kept for chapter 5. The result is cached in the RunStore under `warmstart/`, saved with
 `save_pretrained` and loaded back with `from_pretrained`, the same path real checkpoints take. Its settings are
-rlbook.config.WarmStartConfig.
+WarmStartConfig (below).
 """
 from __future__ import annotations
 

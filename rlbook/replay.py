@@ -73,3 +73,65 @@ def check_runnable(config: RunConfig) -> None:
         check_checkpoint("init", config.init)
     elif get_preset(config.preset).hub_id is not None:
         check_checkpoint("preset", get_preset(config.preset).hub_id)
+
+
+def seconds_per_update(config: RunConfig, stores: list[RunStore]) -> tuple[float, str] | None:
+    """The measured wall time per update of stored runs like config (same settings, else same experiment and model),
+    preferring runs made on this machine, and where they ran; None when nothing comparable is stored."""
+    import platform
+    import statistics
+
+    from .runs import settings
+
+    def per_update(runs):
+        times = [(r.meta["wall_time_s"] / max(r.meta.get("updates") or r.config.total_updates, 1), r.meta.get("host"),
+                  r.meta.get("device", "?")) for r in runs if r.complete and r.meta.get("wall_time_s")]
+        here = [t for t in times if t[1] == platform.node()]
+        return here or times
+
+    runs = [r for s in stores for r in s.runs(config.experiment)]
+    for like in ([r for r in runs if settings(r.config) == settings(config)],
+                 [r for r in runs if r.config.preset == config.preset]):
+        times = per_update(like)
+        if times:
+            where = "this machine" if times[0][1] == platform.node() else f"{times[0][2]} (another machine)"
+            return statistics.median(t[0] for t in times), where
+    return None
+
+
+def plan(configs: list[RunConfig], store: RunStore | None = None) -> str:
+    """What obtaining these runs will cost, said before anything trains: how many runs of how many updates, how many
+    are stored (replayed), and a time estimate for the rest from the measured speed of comparable stored runs."""
+    store = store or RunStore()
+    stores = [store, RunStore(reference_root())]
+    stored = [c for c in configs if any((r := s.find(c)) is not None and r.complete for s in stores)]
+    todo = [c for c in configs if c not in stored]
+    updates = sorted({c.total_updates for c in configs})
+    text = (f"{len(configs)} runs of {'/'.join(map(str, updates))} updates: {len(stored)} stored by this code "
+            f"(replayed), {len(todo)} to train")
+    if todo:
+        estimates = [seconds_per_update(c, stores) for c in todo]
+        known = [(e[0] * c.total_updates, e[1]) for c, e in zip(todo, estimates) if e is not None]
+        if known:
+            where = sorted({w for _, w in known})
+            text += (f", about {sum(s for s, _ in known) / 60:.0f} minutes (measured speed of comparable stored runs "
+                     f"on {', '.join(where)}" + (f"; {len(todo) - len(known)} runs have none to time by" if
+                                                 len(known) < len(todo) else "") + ")")
+        else:
+            text += ", no comparable stored run to time them by"
+    return text
+
+
+def obtain(configs: list[RunConfig], trains: bool, store: RunStore | None = None, progress: bool = True):
+    """The runs of a notebook's settings as a RunSet.
+
+    trains=False (the `reference` profile): the stored reference runs only (rlbook.runs.lookup: this code's, else older code's,
+    labelled), never training; a setting with no stored run is missing. trains=True: print the plan (rlbook.replay.plan),
+    then replay what this code has stored and train the rest (run_or_load), never retraining a stored run."""
+    from .runs import lookup
+    from .runset import RunSet
+
+    if not trains:
+        return RunSet(lookup(configs), configs, trained=False)
+    print("plan:", plan(configs, store), flush=True)
+    return RunSet([run_or_load(c, store, progress=progress) for c in configs], configs, trained=True)

@@ -156,3 +156,30 @@ class RunStore:
                 if p.parent.parent.name != "warmstart" and not p.parent.name.startswith(".")]
         return [run for run in runs if run.current] if current_only else runs
 
+
+
+def settings(config: RunConfig) -> str:
+    """A run's settings as one string: every config field but the display names and the engine, without the code's
+    versions (two runs with equal settings made by different code share it; their hashes differ). The engine is how a
+    run was computed, not what: runs of training version 2 name theirs by the old speed options."""
+    return json.dumps({k: v for k, v in config.to_dict().items() if k not in ("name", "experiment", "engine")},
+                      sort_keys=True)
+
+
+def lookup(configs: list[RunConfig], root: str | Path | None = None) -> list[Run | None]:
+    """The finished stored run of each config under root (the reference runs by default), made by this code or by
+    older code, else None: the run with the config's hash when there is one, else an older code's run with the same
+    settings (a run of this code with the same settings but another hash, e.g. another engine, is not this config's).
+
+    Each run says which it is: `run.current` (made by this code) and `run.training_version` (the code that made it).
+    An older run is what is stored, never this code's result: a page shows it labelled as such (rlbook.runset)."""
+    store = RunStore(root if root is not None else reference_root())
+    by_hash: dict[tuple[str, str], Run] = {}
+    older: dict[tuple[str, str], Run] = {}
+    for experiment in {c.experiment for c in configs}:
+        for run in store.runs(experiment):
+            if run.complete:
+                by_hash[experiment, run.path.name.rsplit("-", 1)[-1]] = run
+                if not run.current:
+                    older.setdefault((experiment, settings(run.config)), run)
+    return [by_hash.get((c.experiment, c.hash())) or older.get((c.experiment, settings(c))) for c in configs]

@@ -19,32 +19,43 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
-class SmokeBook:
-    """The chapter notebooks executed in the smoke profile, each at most once per test session, with one fresh
-    RunStore and figure folder for all of them (as CI and `make book` run them): tests/test_notebooks.py checks each
-    notebook, tests/test_site.py renders and browses the same executed notebooks."""
+class ExecutedBook:
+    """The chapter notebooks executed in one profile, each at most once per test session, with one fresh RunStore
+    for every profile and one figure folder per profile. In the smoke profile (CI's code path, which trains) for
+    tests/test_notebooks.py; in the reference profile (what `make book` renders: the stored reference runs replayed,
+    nothing trained) for tests/test_site.py, which renders and browses it."""
 
-    def __init__(self, root):
-        self.root, self.executed = root, {}
+    def __init__(self, root, profile: str = "smoke"):
+        self.root, self.profile, self.executed = root, profile, {}
 
     def execute(self, notebook):
         from rlbook.book import execute
 
         if notebook.name not in self.executed:
-            env = {"RLBOOK_RUNS": str(self.root / "notebook-runs"), "RLBOOK_FIGURES": str(self.root / "figures")}
+            env = {"RLBOOK_RUNS": str(self.root / "notebook-runs"), "RLBOOK_FIGURES": str(self.figures)}
             with pytest.MonkeyPatch.context() as patch:  # the kernel inherits this environment
                 for key, value in env.items():
                     patch.setenv(key, value)
-                out = self.root / "executed" / notebook.name
-                execute(notebook, out, "smoke")
+                out = self.root / f"executed-{self.profile}" / notebook.name
+                execute(notebook, out, self.profile)
             self.executed[notebook.name] = out
         return self.executed[notebook.name]
 
     @property
     def figures(self):
-        return self.root / "figures"
+        return self.root / f"figures-{self.profile}"
 
 
 @pytest.fixture(scope="session")
-def smoke_book(tmp_path_factory):
-    return SmokeBook(tmp_path_factory.mktemp("smoke-book"))
+def book_root(tmp_path_factory):
+    return tmp_path_factory.mktemp("book")
+
+
+@pytest.fixture(scope="session")
+def smoke_book(book_root):
+    return ExecutedBook(book_root, "smoke")
+
+
+@pytest.fixture(scope="session")
+def reference_book(book_root):
+    return ExecutedBook(book_root, "reference")

@@ -1,9 +1,12 @@
-"""The rendered book in a real browser (Debian's chromium, driven by Playwright): the smoke-profile notebooks of this
-session (tests/test_notebooks.py) rendered by rlbook.book, every page opened from disk with the network blocked.
+"""The rendered book in a real browser (Debian's chromium, driven by Playwright): the book readers get (the notebooks
+executed in the reference profile, replaying the stored reference runs) rendered by rlbook.book, every page opened
+from disk with the network blocked.
 
-Every page loads with no failed and no off-machine request, its formulas are typeset, each interactive replay changes
+Every page loads with no failed and no off-machine request, its formulas are typeset, no page shows a raw markdown
+table, each chapter shows its verdict table as an HTML table with a verdict column, each interactive replay changes
 its figure when a control moves, every figure in a chapter has a caption, and a screenshot of each page is saved
 under build/screenshots/."""
+import re
 import os
 import shutil
 from pathlib import Path
@@ -28,10 +31,10 @@ def chromium() -> str:
 
 
 @pytest.fixture(scope="module")
-def site(smoke_book):
+def site(reference_book):
     pytest.importorskip("playwright")
-    executed = [smoke_book.execute(path) for path in NOTEBOOKS]
-    return book.build_site(executed, smoke_book.figures, book.BUILD / "smoke-site" / "html").parent
+    executed = [reference_book.execute(path) for path in NOTEBOOKS]
+    return book.build_site(executed, reference_book.figures, book.BUILD / "test-site" / "html").parent
 
 
 @pytest.fixture(scope="module")
@@ -44,6 +47,9 @@ def browser(tmp_path_factory):
             headless=True, viewport={"width": 1280, "height": 900})
         yield context
         context.close()
+
+
+RAW_TABLE = re.compile(r"\|\s*(-{3,}|—+)\s*\|")  # |---| or |—| in a page's text: a table that did not render
 
 
 def pages(site: Path) -> list[Path]:
@@ -86,6 +92,11 @@ def test_every_page_loads_offline_with_typeset_math(site, browser):
         assert "$$" not in text and "\\(" not in text and "\\[" not in text, f"{path.name}: raw TeX left"
         outputs = "\n".join(page.eval_on_selector_all(".cell_output", "cells => cells.map(c => c.innerText)"))
         assert "Warning" not in outputs and "it/s]" not in outputs, f"{path.name}: a warning or a progress bar"
+        prose = page.evaluate("""() => { const main = (document.querySelector('main') || document.body).cloneNode(true);
+                                  main.querySelectorAll('.cell_input, pre').forEach(e => e.remove());
+                                  document.body.appendChild(main); const text = main.innerText; main.remove();
+                                  return text; }""")  # what a reader reads: prose and outputs, not code
+        assert not RAW_TABLE.search(prose), f"{path.name}: a markdown table left as text: {RAW_TABLE.search(prose)[0]!r}"
         if page.query_selector(".math"):
             assert page.query_selector_all("mjx-container svg"), f"{path.name}: formulas not typeset"
         page.screenshot(path=str(SCREENSHOTS / f"{path.stem}.png"), full_page=False)
@@ -143,3 +154,13 @@ def test_interactive_figures_change_when_a_control_moves(site, browser):
             replays += 1
         page.close()
     assert replays >= 5, f"only {replays} interactive figures in the book"
+
+
+def test_every_chapter_shows_its_verdict_table_as_a_table(site, browser):
+    for notebook in NOTEBOOKS:
+        page = Visit(browser, site / f"{notebook.stem}.html").page
+        headers = page.eval_on_selector_all("main table", "tables => tables.map(t => Array.from("
+                                            "t.querySelectorAll('th')).map(h => h.innerText.trim().toLowerCase()))")
+        verdict_tables = [h for h in headers if "verdict" in h]
+        assert verdict_tables, f"{notebook.stem}: no <table> with a verdict column (tables: {headers})"
+        page.close()

@@ -10,7 +10,8 @@ import numpy as np
 
 from .. import stats
 from ..experiments import DEFAULT_TAU
-from .m2po import COLORS, aggregate, band, batch_rewards, finish, group_runs, mean_of, run_label, setting, smooth
+from .m2po import (COLORS, ORDER, aggregate, band, batch_rewards, finish, group_runs, mean_of, run_label, setting,
+                   smooth)
 from .style import axis_label, title
 
 def _staleness_color(s, stalenesses):
@@ -95,13 +96,16 @@ def final_vs_m2(runs, metric: str = "eval_greedy_acc", tau: float = DEFAULT_TAU)
 
 def score_table(runs, metric: str = "eval_greedy_acc") -> str:
     """Markdown: each setting's score (mean of the last 3 evaluations) as seed mean ± standard error, objectives in
-    rows, staleness in columns."""
-    stalenesses = sorted({r.config.staleness for r in runs})
+    rows, staleness in columns. A setting asked for (a RunSet's configs) with no stored run reads "missing"; a
+    setting not in the sweep, "-"."""
+    asked = {(c.objective, c.staleness) for c in getattr(runs, "configs", [r.config for r in runs])}
+    stalenesses = sorted({s for _, s in asked} | {r.config.staleness for r in runs})
     rows = [f"| objective | {' | '.join(f's = {s}' for s in stalenesses)} |", "|---" * (len(stalenesses) + 1) + "|"]
-    for objective, group in group_runs(runs, key=lambda r: r.config.objective).items():
-        cells = group_runs(group, key=lambda r: r.config.staleness)
-        text = [str(stats.estimate([stats.score(r, metric) for r in cells[s]])) if s in cells else "-"
-                for s in stalenesses]
+    objectives = group_runs(runs, key=lambda r: r.config.objective)
+    for objective in [o for o in ORDER if o in {o for o, _ in asked}] if asked else objectives:
+        cells = group_runs(objectives.get(objective, []), key=lambda r: r.config.staleness)
+        text = [str(stats.estimate([stats.score(r, metric) for r in cells[s]])) if s in cells else
+                "missing" if (objective, s) in asked else "-" for s in stalenesses]
         rows.append(f"| {objective} | {' | '.join(text)} |")
     return "\n".join(rows)
 

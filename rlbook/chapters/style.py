@@ -20,10 +20,51 @@ STYLE = {
 mpl.rcParams.update(STYLE)
 
 
-def save_figure(fig, chapter: str, name: str) -> None:
+PAGE_INCHES = 7.5  # a figure this wide shows its fonts at their size on a 1,024 px page; wider ones are scaled down
+MAX_GROWTH = {1: 1.6, 2: 1.3}  # text grows at most this much by panels per row (more crowds them); 3 or more: 1.15
+
+
+def fit_for_page(fig) -> float:
+    """Grow every text of a figure wider than PAGE_INCHES by width / PAGE_INCHES (at most MAX_GROWTH), so that once
+    the page shrinks the figure to its column the text reads near the body text's size on a projector, and lay it
+    out again (the legend under the panels keeps clear of them); returns the factor."""
+    from matplotlib.text import Text
+
+    from matplotlib.ticker import AutoLocator, MaxNLocator
+
+    columns = len({round(ax.get_position().x0, 2) for ax in fig.axes if ax.get_visible()})
+    factor = min(fig.get_figwidth() / PAGE_INCHES, MAX_GROWTH.get(columns, 1.15))
+    if factor <= 1:
+        return 1.0
+    for text in fig.findobj(Text):
+        text.set_fontsize(text.get_fontsize() * factor)
+    for ax in fig.axes:
+        ax.tick_params(length=4 * factor, width=factor)
+        for axis in (ax.xaxis, ax.yaxis):  # fewer, larger tick labels (not on log or categorical axes)
+            if axis.get_scale() == "linear" and isinstance(axis.get_major_locator(), AutoLocator):
+                axis.set_major_locator(MaxNLocator(nbins=4))
+    bottom = 0.0
+    if fig.legends:
+        renderer = fig.canvas.get_renderer()
+        bottom = min(max(legend.get_window_extent(renderer).height for legend in fig.legends) / fig.bbox.height
+                     + 0.02, 0.5)
+    fig.tight_layout(rect=(0, bottom, 1, 1))
+    return factor
+
+
+def save_figure(fig, chapter: str, name: str, runs=None) -> None:
     """Write fig as FIGURE_DIR/<chapter>/<name>.png and .svg (build/figures/ unless $RLBOOK_FIGURES says otherwise).
 
+    With `runs` (a RunSet, or a list of runs), the figure first gets their provenance line above its panels: seeds,
+    and whether this code or older code made them (rlbook.runset.provenance), so a slide cannot lose it.
     Returns nothing, so a notebook cell that ends with it shows the figure and no file name."""
+    factor = fit_for_page(fig)
+    if runs is not None:
+        from ..runset import provenance
+
+        line = runs.label() if hasattr(runs, "label") else provenance(runs)
+        fig.text(0.01, 1.0, line, ha="left", va="bottom", color="0.3", transform=fig.transFigure,
+                 fontsize=STYLE["font.size"] * factor)
     folder = FIGURE_DIR / chapter
     folder.mkdir(parents=True, exist_ok=True)
     fig.savefig(folder / f"{name}.svg", bbox_inches="tight")

@@ -10,7 +10,8 @@ import statistics
 from dataclasses import dataclass
 
 from .. import stats
-from ..experiments import DEFAULT_TAU, LOPTI_VARIANTS
+from ..experiments import DEFAULT_TAU
+from .lopti import variant_of
 
 MATCH_BOUND = 0.03  # two accuracies "match" when the 2-s.e. interval of their difference lies inside +-0.03
 # "Prosperity, then collapse" in accuracy: a rise of more than 0.05 above the base, then a fall of more than 0.08
@@ -210,17 +211,11 @@ def tau_signatures(tau_runs) -> list[Signature]:
 LOPTI_PAPER = {"ar": "0.39 -> 0.53", "lopti": "0.39 -> 0.54", "ar+lopti": "0.39 -> 0.57"}
 
 
-def lopti_variant(config) -> str:
-    """The name of a run's Lopti / AR variant (experiments.LOPTI_VARIANTS), from its (ar_alpha, lopti_eta)."""
-    names = {settings: name for name, settings in LOPTI_VARIANTS.items()}
-    return names.get((config.ar_alpha, config.lopti_eta), f"alpha={config.ar_alpha}, eta={config.lopti_eta}")
-
-
 def lopti_signatures(runs) -> list[Signature]:
     """Chapter 4 (arXiv 2505.12929): GRPO learns K&K; AR, Lopti and both beat it; the reversed order does not."""
     by_variant = {}
     for run in runs:
-        by_variant.setdefault(lopti_variant(run.config), []).append(run)
+        by_variant.setdefault(variant_of(run.config), []).append(run)
     grpo = by_variant.get("grpo", [])
     out = grpo_learns(grpo)
     out[0] = Signature("GRPO learns Knights and Knaves", "Qwen2.5-3B: average accuracy 0.39 after GRPO",

@@ -1,0 +1,48 @@
+"""Tables a chapter page shows, as markdown (the book renders them as HTML tables): a config's settings, each run's
+score, and a verdict table with the provenance line of the runs it rests on."""
+from __future__ import annotations
+
+from .. import stats
+from ..runset import provenance
+from .verdicts import Signature, markdown
+
+
+def table(header, rows) -> str:
+    """A markdown table from a header and rows of cells."""
+    line = lambda cells: "| " + " | ".join(str(c) for c in cells) + " |"
+    return "\n".join([line(header), "|---" * len(header) + "|", *map(line, rows)])
+
+
+def settings_table(config, keys) -> str:
+    """The named fields of a RunConfig, one row each."""
+    rows = ["| setting | value |", "|---|---|"]
+    rows += [f"| `{key}` | {getattr(config, key)} |" for key in keys]
+    return "\n".join(rows)
+
+
+def run_scores(runs, metrics=("eval_greedy_acc", "eval_sampled_acc")) -> str:
+    """One row per run: seed, base -> score of each metric (score: mean of the last 3 evaluations), wall time, and
+    the code that made it."""
+    head = " | ".join(f"{m.removeprefix('eval_').replace('_acc', '')} base → score" for m in metrics)
+    rows = [f"| seed | {head} | seconds | made by |", "|---" * (len(metrics) + 3) + "|"]
+    for run in runs:
+        made = "this code" if run.current else f"older code (training version {run.training_version})"
+        cells = " | ".join(f"{stats.base_score(run, m):.3f} → {stats.score(run, m):.3f}" for m in metrics)
+        rows.append(f"| {run.config.seed} | {cells} | {run.meta.get('wall_time_s', float('nan')):.0f} | {made} |")
+    return "\n".join(rows)
+
+
+def verdict_table(signatures: list[Signature], runs, title: str | None = None) -> str:
+    """A verdict table (the paper found / reports / we observe / verdict), under a line naming its runs' seeds and the
+    code that made them."""
+    missing = len(getattr(runs, "missing", []))
+    head = f"**{title}** ({provenance(runs, missing)})" if title else f"Runs: {provenance(runs, missing)}."
+    return f"{head}\n\n{markdown(signatures)}"
+
+
+def accuracy_by_size(labels: list[str], results: list[dict]) -> str:
+    """Greedy accuracy per puzzle size, one row per labelled result ({"by_people": {n: acc} or None, "overall"})."""
+    sizes = sorted({n for r in results for n in (r.get("by_people") or {})})
+    rows = [(label, *(f"{(r.get('by_people') or {})[n]:.3f}" if n in (r.get("by_people") or {}) else "-"
+                      for n in sizes), f"{r['overall']:.3f}") for label, r in zip(labels, results)]
+    return table(("run", *(f"{n} people" for n in sizes), "overall"), rows)
