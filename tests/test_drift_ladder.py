@@ -63,6 +63,10 @@ def test_share_and_trend_when_m2po_recovers_more_at_smaller_drift(tmp_path):
     assert [s.verdict for s in found[:3]] == [stats.REPRODUCED, stats.REPRODUCED, stats.NOT_REPRODUCED]
     table = drift_ladder.rung_table(ladder)
     assert table.count("\n") == 4 and "0.80 ±" in table
+    clip_vs_mask = drift_ladder.token_signatures(ladder)  # the fixture: GRPO clips 2%, M2PO masks 1%, jitter-free
+    assert [s.verdict for s in clip_vs_mask[:2]] == [stats.NOT_REPRODUCED, stats.REPRODUCED]  # 2x < 5x; 1% < 2%
+    tokens = drift_ladder.token_table(ladder)
+    assert tokens.count("\n") == 4 and "2.00 ± 0.00%" in tokens and "1.00 ± 0.00%" in tokens
 
 
 def test_a_flat_share_is_no_trend_and_an_incomplete_rung_says_so(tmp_path):

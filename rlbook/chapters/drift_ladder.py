@@ -149,6 +149,32 @@ def signatures(ladder: list[Rung]) -> list[Signature]:
                             stats.verdict(trend, -1))]
 
 
+CLIP_OVER_MASK = 5  # chapter 3's bar: GRPO clips at least 5 times what M2PO masks (the paper: 0.66% / 0.02%, 33x)
+
+
+def token_signatures(ladder: list[Rung]) -> list[Signature]:
+    """Per rung (chapter 3): GRPO's clip at the staleness at least CLIP_OVER_MASK times M2PO's mask there, and
+    M2PO's mask no more than on-policy GRPO's clip."""
+    paper = "Qwen3-Base-1.7B: GRPO clips 0.07% (s=0), 0.66% (s=256); M2PO masks 0.02% (s=256)"
+    out = []
+    for g in ladder:
+        where = f"lr {g.lr:g}, s = {g.staleness}"
+        if not g.complete:
+            out.append(Signature(f"{where}: GRPO's clip vs M2PO's mask", paper, "fewer than 3 seeds in a cell",
+                                 "no runs"))
+            continue
+        clip, clip0 = per_seed(g.grpo, clip_share), per_seed(g.on_policy, clip_share)
+        mask = per_seed(g.m2po, lambda r: token_share(r, "mask_frac"))
+        scaled = stats.Estimate(CLIP_OVER_MASK * mask.mean, CLIP_OVER_MASK * mask.se, mask.n)
+        out += [Signature(f"{where}: GRPO clips at least {CLIP_OVER_MASK}x what M2PO masks", paper,
+                          f"{100 * clip.mean:.2f}% vs {100 * mask.mean:.2f}% "
+                          f"({clip.mean / mask.mean if mask.mean else math.inf:.1f}x)",
+                          stats.verdict(clip - scaled, +1)),
+                Signature(f"{where}: M2PO masks no more than on-policy GRPO clips", paper,
+                          f"{100 * mask.mean:.2f}% vs {100 * clip0.mean:.2f}%", stats.verdict(clip0 - mask, +1))]
+    return out
+
+
 def _errorbar(ax, xs, estimates, **style):
     ax.errorbar(xs, [e.mean for e in estimates], yerr=[e.se for e in estimates], capsize=4, ms=8, lw=2, **style)
 
@@ -156,12 +182,13 @@ def _errorbar(ax, xs, estimates, **style):
 def share_figure(ladder: list[Rung]):
     """(a) The share of staleness's cost that M2PO recovers, against the measured drift per update."""
     done = [g for g in ladder if g.complete]
-    fig, ax = plt.subplots(figsize=(8, 5))
+    fig, ax = plt.subplots(figsize=(9, 5.5))
     xs = [statistics.fmean(drift(r) for r in g.on_policy) for g in done]
-    _errorbar(ax, xs, [share_estimate(g) for g in done], marker="o", color="tab:green", label="M2PO, our rungs")
-    for x, g in zip(xs, done):
-        ax.annotate(f"lr {g.lr:g}\ns = {g.staleness}", (x, 0), textcoords="offset points", xytext=(0, -34),
-                    ha="center", fontsize=10, color="dimgray")
+    shares = [share_estimate(g) for g in done]
+    _errorbar(ax, xs, shares, marker="o", ls="none", color="tab:green", label="M2PO, one point per rung")
+    for x, g, share in zip(xs, done, shares):
+        ax.annotate(f"lr {g.lr:g}, s = {g.staleness}", (x, share.mean), textcoords="offset points", xytext=(10, 8),
+                    fontsize=12, color="dimgray")
     ax.axhline(1.0, color="black", ls="--", lw=1.5, label="recovers all of it")
     ax.axhline(0.0, color="tab:blue", ls=":", lw=1.5, label="recovers nothing (GRPO at the same staleness)")
     ax.set_xscale("log")
@@ -176,7 +203,7 @@ def fractions_figure(ladder: list[Rung]):
     fraction, against the same drift; the paper's three numbers as dashed lines (its drift per update is not
     reported, so they are drawn across the axis)."""
     done = [g for g in ladder if g.on_policy and g.grpo and g.m2po]
-    fig, ax = plt.subplots(figsize=(8, 5))
+    fig, ax = plt.subplots(figsize=(9, 5.5))
     xs = [statistics.fmean(drift(r) for r in g.on_policy) for g in done]
     series = {"GRPO clips, s = largest": ([per_seed(g.grpo, clip_share) for g in done], "tab:blue", "o"),
               "GRPO clips, on-policy": ([per_seed(g.on_policy, clip_share) for g in done], "tab:cyan", "s"),
@@ -184,7 +211,7 @@ def fractions_figure(ladder: list[Rung]):
                                           "tab:green", "D")}
     for label, (estimates, color, marker) in series.items():
         percent = [stats.Estimate(100 * e.mean, 100 * e.se, e.n) for e in estimates]
-        _errorbar(ax, xs, percent, marker=marker, color=color, label=label)
+        _errorbar(ax, xs, percent, marker=marker, ls="none", color=color, label=label)
     for (label, value), color in zip(PAPER_FRACTIONS.items(), ("tab:blue", "tab:cyan", "tab:green")):
         ax.axhline(100 * value, color=color, ls="--", lw=1.2, label=f"paper: {label}")
     ax.set_xscale("log")
@@ -195,27 +222,44 @@ def fractions_figure(ladder: list[Rung]):
     return legend_below(fig, [ax], ncols=2)
 
 
+def _estimate(runs, quantity, scale=1.0, digits=3, suffix="") -> str:
+    if not runs:
+        return "–"
+    e = per_seed(runs, quantity)
+    return f"{scale * e.mean:.{digits}f} ± {scale * e.se:.{digits}f}{suffix}"
+
+
+def _drift(runs) -> str:
+    if not runs:
+        return "–"
+    e = per_seed(runs, drift)
+    return f"{e.mean:.1e} ± {e.se:.0e}"
+
+
 def rung_table(ladder: list[Rung]) -> str:
-    """One row per rung: the measured drift, the stale batches' M2, each cell's score (mean ± s.e. over seeds), the
-    recovered share, and the token fractions."""
-    rows = ["| lr | s | seeds | drift per update | M2 of stale batches | GRPO s=0 | GRPO at s | M2PO at s | "
-            "no trust region at s | share recovered | GRPO clips at s | M2PO masks at s | GRPO clips, s=0 |",
-            "|---" * 13 + "|"]
-
-    def est(runs, quantity, scale=1.0, digits=3):
-        if not runs:
-            return "–"
-        e = per_seed(runs, quantity)
-        return f"{scale * e.mean:.{digits}f} ± {scale * e.se:.{digits}f}"
-
+    """Chapter 2's table, one row per rung: the measured drift, each cell's score (mean ± s.e. over seeds) and the
+    share of staleness's cost that M2PO recovers."""
+    rows = ["| lr | s | seeds | drift per update | GRPO s=0 | GRPO at s | M2PO at s | no trust region at s | "
+            "share recovered |", "|---" * 9 + "|"]
     for g in ladder:
         share = share_estimate(g) if g.complete else None
         rows.append(f"| {g.lr:g} | {g.staleness} | {min(map(len, (g.on_policy, g.grpo, g.m2po)))} | "
-                    f"{est(g.on_policy, drift, digits=5)} | {est(g.grpo, stale_m2)} | {est(g.on_policy, stats.score)} | "
-                    f"{est(g.grpo, stats.score)} | {est(g.m2po, stats.score)} | {est(g.no_clip, stats.score)} | "
-                    f"{'–' if share is None else f'{share.mean:.2f} ± {share.se:.2f}'} | "
-                    f"{est(g.grpo, clip_share, 100, 2)}% | {est(g.m2po, lambda r: token_share(r, 'mask_frac'), 100, 2)}% | "
-                    f"{est(g.on_policy, clip_share, 100, 2)}% |")
+                    f"{_drift(g.on_policy)} | {_estimate(g.on_policy, stats.score)} | {_estimate(g.grpo, stats.score)} | "
+                    f"{_estimate(g.m2po, stats.score)} | {_estimate(g.no_clip, stats.score)} | "
+                    f"{'–' if share is None else f'{share.mean:.2f} ± {share.se:.2f}'} |")
+    return "\n".join(rows)
+
+
+def token_table(ladder: list[Rung]) -> str:
+    """Chapter 3's table, one row per rung: the drift, the stale batches' M2, and the share of response tokens GRPO
+    clips at the rung's staleness, M2PO masks there, and on-policy GRPO clips."""
+    rows = ["| lr | s | drift per update | M2 of stale batches | GRPO clips at s | M2PO masks at s | GRPO clips, s=0 |",
+            "|---" * 7 + "|"]
+    for g in ladder:
+        rows.append(f"| {g.lr:g} | {g.staleness} | {_drift(g.on_policy)} | {_estimate(g.grpo, stale_m2)} | "
+                    f"{_estimate(g.grpo, clip_share, 100, 2, '%')} | "
+                    f"{_estimate(g.m2po, lambda r: token_share(r, 'mask_frac'), 100, 2, '%')} | "
+                    f"{_estimate(g.on_policy, clip_share, 100, 2, '%')} |")
     return "\n".join(rows)
 
 
@@ -224,7 +268,8 @@ VARIANTS = ("m2po", "m2po_cap", "m2po_areal")
 
 def variant_removals(runs, first_updates_only: bool = True) -> dict[str, tuple[stats.Estimate, stats.Estimate]]:
     """What each M2PO variant removes from the same stale batches (recorded on every update of every run): per
-    variant, the removed share of tokens and those tokens' mean entropy, over seeds. AReaL's variant measures drift
+    variant, the removed share of tokens and those tokens' mean entropy, over seeds (runs of training version 2 did not
+    record it: with none that did, {}). AReaL's variant measures drift
     against the policy at the start of the step, which is the current one at a step's first update: with
     `first_updates_only` only those updates count, so the three act on the same numbers."""
     def mean_over(run, key):
@@ -233,8 +278,11 @@ def variant_removals(runs, first_updates_only: bool = True) -> dict[str, tuple[s
                   and (not first_updates_only or (row["update"] - 1) % per == 0)]
         return statistics.fmean(values) if values else math.nan
 
-    return {v: (per_seed(runs, lambda r, v=v: mean_over(r, f"removed_frac_{v}")),
-                per_seed(runs, lambda r, v=v: mean_over(r, f"entropy_removed_{v}"))) for v in VARIANTS}
+    recorded = [r for r in runs if any(f"removed_frac_{VARIANTS[0]}" in row for row in r.metrics)]  # not older code's
+    if not recorded:
+        return {}
+    return {v: (per_seed(recorded, lambda r, v=v: mean_over(r, f"removed_frac_{v}")),
+                per_seed(recorded, lambda r, v=v: mean_over(r, f"entropy_removed_{v}"))) for v in VARIANTS}
 
 
 def variants_table(same_batches, by_variant: dict) -> str:
