@@ -76,6 +76,8 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--runs-dir", default=None, help="RunStore root (default: $RLBOOK_RUNS or ./runs)")
     train.add_argument("--keep-superseded", action="store_true", help="replay a stored run of this config made by "
                        "an older version of the code instead of training it anew")
+    train.add_argument("--backend", default="rlbook", choices=["rlbook", "trl"], help="rlbook's trainer, or TRL's "
+                       "GRPOTrainer (rlbook.trl_backend; settings TRL cannot express are refused)")
     sweeping = commands.add_parser("sweep", help="run (or replay) a chapter's named sweep", allow_abbrev=False)
     sweeping.add_argument("name", choices=list(SWEEPS), help="the sweep: %(choices)s")
     sweeping.add_argument("--profile", default="auto", choices=["auto", *PROFILES],
@@ -109,6 +111,17 @@ def _interrupted(store: RunStore, config: RunConfig | None) -> str:
             f"update {run.meta.get('updates', 0) if (run.path / 'state.pt').exists() else 0}")
 
 
+def _train(config: RunConfig, store: RunStore, args: argparse.Namespace):
+    """Train (or replay) a run with the chosen backend."""
+    if args.backend == "trl":
+        from .trl_backend import train_with_trl
+
+        return train_with_trl(config, store)
+    from .replay import run_or_load
+
+    return run_or_load(config, store, keep_superseded=args.keep_superseded)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     store, current = RunStore(args.runs_dir), None
@@ -117,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
 
         if args.command == "train":
             current = _config_from(args)
-            run = run_or_load(current, store, keep_superseded=args.keep_superseded)
+            run = _train(current, store, args)
             last = run.metrics[-1] if run.metrics else {}
             print(f"{run.path}: {len(run.metrics)} updates, reward {last.get('reward', float('nan')):.3f}, "
                   f"greedy accuracy {last.get('eval_greedy_acc', float('nan')):.3f}")
