@@ -214,7 +214,8 @@ def _train(config: RunConfig, run: Run, store: RunStore, progress: bool) -> None
     from .trainer import init_policy
 
     set_cpu_threads()
-    model, tokenizer = init_policy(config, store, progress)  # the same weights and adapter init as rlbook's run
+    torch.manual_seed(stream_seed("init", config.seed))  # as rlbook's trainer: the same adapter init
+    model, tokenizer = init_policy(config, store, progress)
     task = make_task(config.task, **config.task_params)
     max_new = config.max_new_tokens or completion_budget(task, tokenizer)
     eval_set = evaluation_problems(config.task, config.task_params, config.eval_size)
