@@ -33,7 +33,7 @@ TRL_METRIC_NAMES = {"reward": "reward", "zero_std_frac": "frac_reward_zero_std",
                     "loss": "loss", "grad_norm": "grad_norm", "lr": "learning_rate", "train_acc": "train_acc"}
 # objective -> (loss_type, importance_sampling_level); the objectives TRL 1.16 computes
 TRL_LOSSES = {"grpo": ("dapo", "token"), "no_clip": ("dapo", "token"), "gspo": ("grpo", "sequence")}
-NO_CLIP_EPSILON = 1e6  # no_clip as TRL's clipped loss with a bound no ratio reaches
+NO_CLIP_EPSILON = 1e6  # an objective without a clip, as a clipped loss with a bound no ratio reaches
 
 
 def refusals(config: RunConfig) -> list[str]:
@@ -88,16 +88,22 @@ def check_expressible(config: RunConfig) -> None:
         raise ValueError(f"the TRL backend cannot train this run: {'; '.join(lines)}")
 
 
+def clip_bounds(config: RunConfig) -> tuple[float, float]:
+    """(eps_low, eps_high) of the run's objective (rlbook.objectives' defaults unless objective_params sets them);
+    NO_CLIP_EPSILON, a bound no ratio reaches, for an objective without a clip (no_clip, m2po, m2po_cap)."""
+    from .objectives import OBJECTIVES, objective_defaults
+
+    defaults = objective_defaults(config.objective) if config.objective in OBJECTIVES else {}
+    return tuple(config.objective_params.get(key, defaults.get(key, NO_CLIP_EPSILON))
+                 for key in ("eps_low", "eps_high"))
+
+
 def trl_arguments(config: RunConfig, max_completion_length: int) -> dict:
-    """GRPOConfig keyword arguments of config (the settings refusals() accepts), without the machine's own."""
-    check_expressible(config)
-    loss_type, level = TRL_LOSSES[config.objective]
+    """GRPOConfig keyword arguments of config, without the machine's own; an objective TRL lacks (refusals())
+    gets TRL's clipped surrogate with the objective's clip bounds (none: NO_CLIP_EPSILON)."""
+    loss_type, level = TRL_LOSSES.get(config.objective, ("dapo", "token"))
     params = config.objective_params
-    if config.objective == "no_clip":
-        low = high = NO_CLIP_EPSILON
-    else:
-        defaults = {"gspo": (3e-4, 4e-4)}.get(config.objective, (0.2, 0.2))  # rlbook.objectives' defaults
-        low, high = params.get("eps_low", defaults[0]), params.get("eps_high", defaults[1])
+    low, high = clip_bounds(config)
     samples = config.prompts_per_step * config.group_size
     mini = samples // config.updates_per_step  # sequences per model update
     per_pass = config.micro_batch_size or mini  # sequences per forward/backward pass
