@@ -22,6 +22,8 @@ VERL_VERSION = "0.9.1"
 AREAL_VERSION = "1.0.4"
 ENGINES = ("trl", "verl", "areal")
 MODEL_PLACEHOLDER = "<your model: a Hugging Face id or path>"
+TIED_GROUP = ("a group whose rewards are all equal gets (r - mean) / eps, 0 only where the mean rounds exactly "
+              "(rlbook sets it to 0)")
 @dataclass
 class Export:
     """An engine configuration being written: keys with values and sources, and the header's lines."""
@@ -90,7 +92,7 @@ def trl_export(config: RunConfig) -> Export:
     out.lacks += [line for line in refusals(config) if not line.startswith("micro_batch_size")]
     out.differs.append("loss_type='dapo' divides by the rollout batch's response tokens / steps_per_generation: "
                        "rlbook's token mean when a batch makes one update, the batch-average token count otherwise")
-    out.differs.append("advantages: (r - group mean) / (group std + 1e-4) (rlbook: + 1e-6)")
+    out.differs.append("advantages: (r - group mean) / (group std + 1e-4) (rlbook: + 1e-6); " + TIED_GROUP)
     if config.updates_per_step > 1:
         out.differs.append("steps_per_generation splits a shuffled rollout batch (rlbook: whole groups, in order)")
     if config.objective in ("no_clip", "m2po", "m2po_cap"):
@@ -153,7 +155,9 @@ def verl_export(config: RunConfig) -> Export:
     out.set(f"{actor}.optim.weight_decay", config.weight_decay, "verl/workers/config/optimizer.py")
     out.set(f"{actor}.optim.clip_grad", config.max_grad_norm, "verl/workers/config/optimizer.py")
     out.set(f"{actor}.optim.lr_warmup_steps_ratio", 0.0, "verl/workers/config/optimizer.py")
-    out.set(f"{actor}.optim.lr_scheduler_type", "constant", "verl/workers/config/optimizer.py")
+    # router replay runs on the Megatron actor (config ppo_megatron_trainer), whose optimizer names its schedule
+    scheduler = "lr_decay_style" if config.router_replay else "lr_scheduler_type"
+    out.set(f"{actor}.optim.{scheduler}", "constant", "verl/workers/config/optimizer.py")
     out.set("trainer.total_training_steps", config.total_updates // (config.updates_per_step * config.epochs),
             "verl/trainer/config/ppo_trainer.yaml (a training step is one rollout batch)")
     if config.objective == "tis":
@@ -164,7 +168,6 @@ def verl_export(config: RunConfig) -> Export:
                            "log-probs of the batch; rlbook by min(pi_prox / pi_behaviour, C), pi_prox the policy at "
                            "the step's start: the same quantity on-policy, where the mismatch is the engine's")
     if config.router_replay:
-        out.set(f"{actor}.strategy", "megatron", VERL_YAML)
         out.set(f"{actor}.megatron.router_replay.mode", "R3", VERL_ACTOR)
         out.set(f"{rollout}.enable_rollout_routing_replay", True, VERL_YAML)
         out.differs.append("router_replay: verl's R3 replays the rollout engine's experts in the Megatron (or "
@@ -187,8 +190,7 @@ def verl_export(config: RunConfig) -> Export:
     if config.rollout_dtype == "float32":
         out.differs.append("rollouts: verl samples with vLLM or SGLang in bfloat16 (rollout.dtype), so its "
                            "train/rollout mismatch is never zero; rlbook's float32 rollouts are the trained model")
-    out.differs.append("advantages: (r - group mean) / (group std + 1e-6) as rlbook's, but a tied group is not "
-                       "set to exactly 0")
+    out.differs.append(TIED_GROUP)
     out.lacks += common_lacks(config, "verl")
     return out
 
@@ -222,8 +224,8 @@ def areal_export(config: RunConfig) -> Export:
     if dual is not None:
         out.set("actor.c_clip", dual, AREAL_ARGS)
     out.set("actor.kl_ctl", 0.0, AREAL_ARGS)
-    out.set("actor.adv_norm", {"mean_level": "group", "std_level": "group" if config.normalize_adv_std else None},
-            AREAL_ARGS + " (NormConfig)")
+    out.set("actor.adv_norm", {"mean_level": "group", "std_level": "group" if config.normalize_adv_std else None,
+                               "group_size": config.group_size, "eps": 1e-6}, AREAL_ARGS + " (NormConfig)")
     out.set("actor.reward_norm", None, AREAL_ARGS)
     out.set("actor.importance_sampling_level", "sequence" if config.objective == "gspo" else "token", AREAL_ARGS)
     stale_or_proximal = config.staleness > 0 or config.objective in ("m2po", "tis", "decoupled")
@@ -266,7 +268,10 @@ def areal_export(config: RunConfig) -> Export:
     if config.rollout_dtype == "float32":
         out.differs.append("rollouts: AReaL samples with SGLang or vLLM in bfloat16, so its train/rollout mismatch is "
                            "never zero; rlbook's float32 rollouts are the trained model")
-    out.differs.append("advantages: NormConfig(group) divides by the group std + 1e-5 (rlbook: + 1e-6)")
+    out.differs.append(TIED_GROUP)
+    if config.epochs > 1:
+        out.lacks.append(f"epochs={config.epochs}: AReaL's PPO actor makes one pass (ppo_n_minibatches updates) over "
+                         "each batch")
     out.lacks += common_lacks(config, "AReaL")
     return out
 
@@ -288,6 +293,19 @@ def header(config: RunConfig, out: Export, seeds: list[int]) -> list[str]:
     return lines
 
 
+def yaml_scalar(value) -> str:
+    """JSON, which is YAML, except floats with an exponent get a decimal point: YAML 1.1 readers (PyYAML) read 1e-06
+    as a string, 1.0e-06 as a number."""
+    if isinstance(value, float) and "e" in repr(value) and "." not in repr(value):
+        mantissa, exponent = repr(value).split("e")
+        return f"{mantissa}.0e{exponent}"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{json.dumps(k)}: {yaml_scalar(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(yaml_scalar(v) for v in value) + "]"
+    return json.dumps(value)
+
+
 def yaml_text(out: Export, head: list[str]) -> str:
     """Nested YAML (JSON scalars are YAML) with each key's source as a comment."""
     tree: dict = {}
@@ -304,27 +322,28 @@ def yaml_text(out: Export, head: list[str]) -> str:
                 lines.append(f"{'  ' * indent}{name}:")
                 emit(child, indent + 1)
             else:
-                lines.append(f"{'  ' * indent}{name}: {json.dumps(out.values[child])}  # {out.sources[child]}")
+                lines.append(f"{'  ' * indent}{name}: {yaml_scalar(out.values[child])}  # {out.sources[child]}")
 
     emit(tree, 0)
     return "\n".join(lines) + "\n"
 
 
-def hydra_value(value) -> str:
-    """A Hydra override's value: null, true / false, numbers, strings quoted when they hold special characters."""
+def hydra_override(key: str, value) -> str:
+    """One Hydra override as a bash word: null, true / false, numbers and plain strings as they are; the model as
+    $MODEL_PATH (the script stops if it is unset)."""
+    if value == MODEL_PLACEHOLDER:
+        return f'{key}="${{MODEL_PATH:?set MODEL_PATH to your model, a Hugging Face id or path}}"'
     if value is None:
-        return "null"
+        return f"{key}=null"
     if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, str) and any(c in value for c in " <>:,[]{}'\"=") or value == "":
-        return "'" + value.replace("'", "\\'") + "'"
-    return str(value)
+        return f"{key}={str(value).lower()}"
+    return f"{key}={value}"
 
 
 def verl_text(out: Export, head: list[str]) -> str:
     """A bash script: the Hydra overrides in an array, each with its source, then verl's entry point."""
     lines = ["#!/usr/bin/env bash", *(f"# {line}" for line in head), "set -euo pipefail", "RLBOOK_ARGS=("]
-    lines += [f"    {key}={hydra_value(value)}  # {out.sources[key]}" for key, value in out.values.items()]
+    lines += [f"    {hydra_override(key, value)}  # {out.sources[key]}" for key, value in out.values.items()]
     config_name = "ppo_megatron_trainer" if "actor_rollout_ref.actor.megatron.router_replay.mode" in out.values \
         else "ppo_trainer"
     lines += [")", f"python3 -m verl.trainer.main_ppo --config-name {config_name} \"${{RLBOOK_ARGS[@]}}\" \"$@\""]

@@ -92,6 +92,13 @@ def test_router_replay_maps_to_verl_r3_and_is_missing_elsewhere():
         assert "router_replay=True" in header(export_text(config, engine)).split("computed differently")[0]
 
 
+def test_small_floats_read_back_as_numbers():
+    config = grpo_from_scratch("cpu", 0, lr=1e-06)
+    values = settings(export_text(config, "areal"), "areal")
+    assert values["actor.optimizer.lr"] == 1e-06 and values["actor.adv_norm"]["eps"] == 1e-06
+    assert yaml.safe_load(export_text(config, "trl"))["grpo_config"]["learning_rate"] == 1e-06
+
+
 def test_grpo_without_dual_clip_disables_verls_always_on_dual_clip():
     values = settings(export_text(grpo_from_scratch("cpu", 0), "verl"), "verl")
     assert float(values["actor_rollout_ref.actor.clip_ratio_c"]) >= 1e6
