@@ -29,7 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/learning_gain.
 EXPERIMENTS = ("01_grpo", "02_staleness", "02_fast_drift", "02_slow_drift", "04_lopti", "06_router_replay",
                "07_semi_online")
 # what every AReaL experiment names for itself (the machine's and the data's, never the run's)
-AREAL_OWN = ["+train_dataset.path=/data/train.jsonl", "+train_dataset.type=rl", "+tokenizer_path=/models/model",
+AREAL_OWN = ["+experiment_name=rlbook", "+trial_name=check", "+cluster.fileroot=/tmp/areal_fileroot",
+             "+train_dataset.path=/data/train.jsonl", "+train_dataset.type=rl", "+tokenizer_path=/models/model",
              "+rollout.backend=sglang:d4", "+actor.backend=fsdp:d4"]
 AREAL_NAMES = {"experiment_name": "rlbook", "trial_name": "check", "fileroot": "/tmp/areal_fileroot"}
 
