@@ -4,8 +4,8 @@
     python bench/trl_chapter1.py train --seeds 0 1 2 [--store data/runs]     # TRL runs into <store>/01_grpo_trl
     python bench/trl_chapter1.py report --seeds 0 1 2 [--store data/runs]    # writes bench/results/trl_chapter1-*.json
 
-`train` trains (or replays) chapter 1's cpu config (rlbook.experiments.grpo_from_scratch) with rlbook.trl_backend,
-with rlbook's engine options at their defaults (TRL runs its own generation and forward). `report` reads the TRL runs
+`train` trains (or replays) chapter 1's cpu config with rlbook.trl_backend (rlbook.chapters.backends.trl_config:
+rlbook's engine options at their defaults, as TRL runs its own generation and forward). `report` reads the TRL runs
 and the rlbook runs of the same seeds (<store>/01_grpo, current code only) and records for each backend the final
 greedy accuracy (mean and standard error over seeds), the median seconds per update and the wall time per run (both
 from the runs' own clocks, evaluations excluded from the per-update time), and their ratios.
@@ -20,14 +20,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/learning_gain.py, when run as a script
 
-EXPERIMENT = "01_grpo_trl"
-ENGINE_DEFAULTS = dict(sampling_graph=False)  # chapter 1's cpu budget turns rlbook's sampling graph on
 
 
 def trl_config(seed: int):
-    from rlbook.experiments import grpo_from_scratch
+    from rlbook.chapters.backends import trl_config
 
-    return grpo_from_scratch("cpu", seed, experiment=EXPERIMENT, name=f"grpo-trl-cpu-seed{seed}", **ENGINE_DEFAULTS)
+    return trl_config("cpu", seed)
 
 
 def rlbook_config(seed: int):
