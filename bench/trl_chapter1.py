@@ -1,14 +1,16 @@
 """Chapter 1's GRPO run trained by TRL beside rlbook's: the TRL runs, and the speed and accuracy of both from the runs.
 
     pip install -e ".[trl]"
-    python bench/trl_chapter1.py train --seeds 0 1 2 [--store data/runs]     # TRL runs into <store>/01_grpo_trl
-    python bench/trl_chapter1.py report --seeds 0 1 2 [--store data/runs]    # writes bench/results/trl_chapter1-*.json
+    python bench/trl_chapter1.py train --seeds 0 1 2 [--backends trl rlbook] [--updates N] [--store data/runs]
+    python bench/trl_chapter1.py report --seeds 0 1 2 [--updates N] [--store data/runs]   # bench/results/trl_chapter1-*
 
-`train` trains (or replays) chapter 1's cpu config with rlbook.trl_backend (rlbook.chapters.backends.trl_config:
-rlbook's engine options at their defaults, as TRL runs its own generation and forward). `report` reads the TRL runs
-and the rlbook runs of the same seeds (<store>/01_grpo, current code only) and records for each backend the final
-greedy accuracy (mean and standard error over seeds), the median seconds per update and the wall time per run (both
-from the runs' own clocks, evaluations excluded from the per-update time), and their ratios.
+`train` trains (or replays) chapter 1's cpu config with rlbook.trl_backend into <store>/01_grpo_trl
+(rlbook.chapters.backends.trl_config: rlbook's engine options at their defaults, as TRL runs its own generation and
+forward) and, with `--backends rlbook`, with rlbook's trainer into <store>/01_grpo; `--updates` shortens both runs
+(default: the chapter's budget). `report` reads both backends' runs of the same seeds (current code only) and records
+for each the final greedy accuracy (mean and standard error over seeds), the median seconds per update (generation
+and update, evaluations excluded: rlbook's update_s + sample_s, TRL's update_s) and the wall time per run, both from
+the runs' own clocks, and their ratios, with the load average of the machine when the report was made.
 """
 from __future__ import annotations
 
@@ -22,22 +24,25 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/learning_gain.
 
 
 
-def trl_config(seed: int):
+def trl_config(seed: int, updates: int | None = None):
     from rlbook.chapters.backends import trl_config
 
-    return trl_config("cpu", seed)
+    config = trl_config("cpu", seed)
+    return config.replace(total_updates=updates, name=f"{config.name}-u{updates}") if updates else config
 
 
-def rlbook_config(seed: int):
+def rlbook_config(seed: int, updates: int | None = None):
     from rlbook.experiments import grpo_from_scratch
 
-    return grpo_from_scratch("cpu", seed)
+    config = grpo_from_scratch("cpu", seed)
+    return config.replace(total_updates=updates, name=f"{config.name}-u{updates}") if updates else config
 
 
 def per_run(run) -> dict:
     rows = run.metrics
     return {"run": str(run.path), "final_greedy": rows[-1]["eval_greedy_acc"], "base_greedy": rows[0]["eval_greedy_acc"],
-            "s_per_update": statistics.median(r["update_s"] for r in rows[1:]), "wall_time_s": run.meta["wall_time_s"],
+            "s_per_update": statistics.median(r["update_s"] + r.get("sample_s", 0.0) for r in rows[1:]),
+            "wall_time_s": run.meta["wall_time_s"],
             "device": run.meta["device"], "git_commit": run.meta["git_commit"]}
 
 
@@ -45,12 +50,12 @@ def mean_se(values: list[float]) -> tuple[float, float]:
     return statistics.mean(values), (statistics.stdev(values) / len(values) ** 0.5 if len(values) > 1 else float("nan"))
 
 
-def report(store_root: str, seeds: list[int]) -> dict:
+def report(store_root: str, seeds: list[int], updates: int | None) -> dict:
     from rlbook.runs import RunStore
 
     store, table = RunStore(store_root), {}
     for backend, make in (("rlbook", rlbook_config), ("trl", trl_config)):
-        runs = [store.find(make(seed)) for seed in seeds]
+        runs = [store.find(make(seed, updates)) for seed in seeds]
         missing = [seed for seed, run in zip(seeds, runs) if run is None or not run.complete]
         if missing:
             raise SystemExit(f"{backend}: no finished run of seeds {missing} in {store.root} (train them first)")
@@ -80,18 +85,28 @@ def main() -> int:
     parser.add_argument("command", choices=["train", "report"])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--store", default="data/runs", help="RunStore root of both backends' runs")
+    parser.add_argument("--backends", nargs="+", default=["trl"], choices=["trl", "rlbook"], help="what `train` trains")
+    parser.add_argument("--updates", type=int, default=None, help="updates per run (default: the chapter's)")
     args = parser.parse_args()
     if args.command == "train":
+        from rlbook.replay import run_or_load
         from rlbook.runs import RunStore
         from rlbook.trl_backend import train_with_trl
 
+        store = RunStore(args.store)
         for seed in args.seeds:
-            print(train_with_trl(trl_config(seed), RunStore(args.store)).path)
+            for backend in args.backends:
+                run = (train_with_trl(trl_config(seed, args.updates), store) if backend == "trl"
+                       else run_or_load(rlbook_config(seed, args.updates), store))
+                print(run.path)
         return 0
-    table = report(args.store, args.seeds)
+    import os
+
+    table = report(args.store, args.seeds, args.updates)
     from learning_gain import save_result
 
-    save_result("trl_chapter1", table["trl"]["runs"][0]["device"].split()[0], {"seeds": args.seeds, "summary": table})
+    save_result("trl_chapter1", table["trl"]["runs"][0]["device"].split()[0],
+                {"seeds": args.seeds, "updates": args.updates, "load_average": os.getloadavg(), "summary": table})
     return 0
 
 
