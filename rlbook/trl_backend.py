@@ -14,6 +14,7 @@ import json
 import math
 import tempfile
 import time
+from dataclasses import fields
 
 from transformers import TrainerCallback
 
@@ -149,7 +150,8 @@ def differences(config: RunConfig) -> list[str]:
                      "least one response token")
     if config.objective == "no_clip":
         lines.append(f"no_clip: TRL has no unclipped loss; epsilon = epsilon_high = {NO_CLIP_EPSILON:g} never binds")
-    ignored = {k: getattr(config, k) for k in ENGINE_OPTIONS if getattr(config, k) not in (False, 0, "auto")}
+    ignored = {f.name: getattr(config, f.name) for f in fields(config)
+               if f.name in ENGINE_OPTIONS and getattr(config, f.name) != f.default}
     if ignored:
         lines.append(f"rlbook engine options ignored (TRL runs its own forward and generation): {ignored}")
     return lines

@@ -3,6 +3,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 
+from rlbook.config import RunConfig
 from rlbook.chapters.backends import TRL_EXPERIMENT, backends_figure, mean_band, trl_config
 from rlbook.experiments import grpo_from_scratch
 from rlbook.runs import RunStore
@@ -19,7 +20,9 @@ def stored(root, config, accuracies):
 def test_trl_config_is_chapter_1s_learning_setting_with_rlbooks_engine_options_off():
     ours, theirs = grpo_from_scratch("cpu", 2), trl_config("cpu", 2)
     assert theirs.experiment == TRL_EXPERIMENT and theirs.seed == 2
-    assert not any(getattr(theirs, k) for k in ENGINE_OPTIONS if k != "fused_ratio")
+    assert grpo_from_scratch("cpu", 2).sampling_graph and not theirs.sampling_graph  # chapter 1 turns it on
+    assert {k: v for k, v in theirs.to_dict().items() if k in ENGINE_OPTIONS} == \
+        {k: v for k, v in RunConfig().to_dict().items() if k in ENGINE_OPTIONS}
     same = {k: v for k, v in ours.to_dict().items() if k not in (*ENGINE_OPTIONS, "experiment", "name")}
     assert same == {k: v for k, v in theirs.to_dict().items() if k in same}
 
