@@ -143,8 +143,11 @@ def differences(config: RunConfig) -> list[str]:
              "makes one update); rlbook uses the log-probs recorded while sampling"]
     if config.updates_per_step > 1:
         lines.append("mini-batches: TRL shuffles a rollout batch's sequences before splitting it (rlbook keeps whole "
-                     "groups together), and loss_type='dapo' divides by the batch's mean token count per mini-batch, "
-                     "not each mini-batch's own")
+                     "groups together)" + (", and loss_type='dapo' divides by the batch's mean token count per "
+                                           "mini-batch, not each mini-batch's own" if config.objective != "gspo" else ""))
+    if config.updates_per_step * config.epochs > 1:
+        lines.append("rows: TRL logs the batch's reward, train_acc, zero_std_frac and response_len once, on the update "
+                     "that sampled it (rlbook: on every update, for its mini-batch)")
     if config.objective == "gspo":
         lines.append("gspo: TRL's 'grpo' aggregation averages over every sequence, rlbook's over sequences with at "
                      "least one response token")
