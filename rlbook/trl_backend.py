@@ -24,10 +24,9 @@ from .seeds import stream_seed
 
 TRL_VERSION = "1.16.0"  # the release this mapping was read from (trl/trainer/grpo_config.py, grpo_trainer.py)
 BACKEND = "trl"
-# rlbook's speed and memory options: they change how rlbook's own engine computes an update, not the update, so a
-# TRL run ignores them (and says so in its meta)
-ENGINE_OPTIONS = ("fused_ratio", "rollout_batch_size", "prefix_sharing", "merged_sampling", "static_sampling",
-                  "skip_zero_advantage", "sampling_graph")
+# rlbook's engine (rlbook.engines), loss kernel and rollout memory bound: they change how rlbook computes an update,
+# not the update, so a TRL run ignores them (and says so in its meta)
+ENGINE_OPTIONS = ("engine", "fused_ratio", "rollout_batch_size")
 # rlbook metric name -> the name TRL 1.16's GRPOTrainer logs for the same quantity (grpo_trainer.py, `_metrics`)
 TRL_METRIC_NAMES = {"reward": "reward", "zero_std_frac": "frac_reward_zero_std", "response_len": "completions/mean_length",
                     "entropy": "entropy", "clip_frac_low": "clip_ratio/low_mean", "clip_frac_high": "clip_ratio/high_mean",
@@ -193,6 +192,7 @@ def train_with_trl(config: RunConfig, store: RunStore | None = None, progress: b
     if trl.__version__ != TRL_VERSION:
         raise ValueError(f"the TRL backend was written for trl=={TRL_VERSION}; this environment has "
                          f"{trl.__version__} (pip install trl=={TRL_VERSION})")
+    from .replay import check_runnable
     from .trainer import warm_start_of
 
     store = store or RunStore()
@@ -204,7 +204,7 @@ def train_with_trl(config: RunConfig, store: RunStore | None = None, progress: b
                          f"(e.g. --experiment {config.experiment}_trl)")
     if run is not None and run.complete:
         return run
-    config.check_runnable()
+    check_runnable(config)
     warm_start_of(config, store, progress)
     run = run or store.create(config)
     run.truncate(-1)

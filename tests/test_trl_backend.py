@@ -53,15 +53,16 @@ def test_expressible_settings_map_to_grpo_config():
 
 def rlbook_first_prompts(config, tmp_path, monkeypatch) -> list[str]:
     """The prompts rlbook's own trainer samples at its first step for config (one update)."""
+    from rlbook import rollout as rollouts
     from rlbook import trainer
 
-    seen, rollout = [], trainer.rollout
+    seen, rollout = [], rollouts.rollout
 
     def recording(model, tokenizer, task, problems, *args, **kwargs):
         seen.extend(p["prompt"] for p in problems)
         return rollout(model, tokenizer, task, problems, *args, **kwargs)
 
-    monkeypatch.setattr(trainer, "rollout", recording)
+    monkeypatch.setattr(rollouts, "rollout", recording)  # what rlbook.rollout.BatchSampler calls
     run = RunStore(tmp_path / "rlbook").create(config.replace(total_updates=1, experiment="tiny_rlbook"))
     trainer.train(run.config, run, progress=False)
     return seen
