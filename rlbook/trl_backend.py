@@ -50,8 +50,10 @@ def refusals(config: RunConfig) -> list[str]:
         "dpo": "online DPO is a separate trainer in TRL (trl.experimental.online_dpo.OnlineDPOTrainer), not "
                "GRPOTrainer",
     }
-    if config.objective in offers:
-        lines.append(f"objective={config.objective!r}: {offers[config.objective]}")
+    offers["m2po_areal"] = "TRL 1.16 has no proximal policy and no second-moment mask (AReaL's own: rlbook export --to areal)"
+    if config.objective not in TRL_LOSSES:
+        lines.append(f"objective={config.objective!r}: "
+                     f"{offers.get(config.objective, 'TRL 1.16 has no such loss; it offers loss_type=' + repr(list(TRL_LOSSES)))}")
     if config.staleness:
         lines.append(f"staleness={config.staleness}: TRL trains on-policy; its AsyncGRPOTrainer "
                      "(trl.experimental.async_grpo, max_staleness) discards samples older than a bound instead of "

@@ -17,6 +17,7 @@ TINY = dict(experiment="tiny_trl", preset="nano-tiny", init="scratch", prompts_p
 @pytest.mark.parametrize("changes, named", [
     (dict(objective="m2po"), "objective='m2po'"),
     (dict(objective="tis"), "objective='tis'"),
+    (dict(objective="m2po_areal"), "objective='m2po_areal'"),
     (dict(updates_per_step=4, staleness=8, prompts_per_step=16), "staleness=8"),
     (dict(ar_alpha=0.3), "ar_alpha=0.3"),
     (dict(lopti_eta=0.5), "lopti_eta=0.5"),
