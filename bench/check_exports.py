@@ -11,7 +11,7 @@ with verl's own Hydra config tree (verl/trainer/config, the config name the scri
 land with its value. AReaL: each YAML is parsed by AReaL's own parser (areal.api.cli_args.parse_cli_args,
 to_structured_cfg) into its GRPOConfig dataclass, with the fields every AReaL experiment must name itself (names,
 file root, dataset, backends) filled in, and every exported key must land with its value.
-Writes bench/results/check_exports-<engines>-<commit>-<time>.json.
+Writes bench/results/check_exports/check_exports-<engines>-<commit>-<time>.json.
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/learning_gain.py, when run as a script
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/record.py, when run as a script
 
 EXPERIMENTS = ("01_grpo", "02_staleness", "02_fast_drift", "02_slow_drift", "04_lopti", "06_router_replay",
                "07_semi_online")
@@ -132,7 +132,7 @@ def main() -> int:
             for row in rows:
                 if not row["ok"]:
                     print(f"  {row['file']}: {row['detail']}")
-    from learning_gain import save_result
+    from record import save_result
 
     save_result("check_exports", "verl-areal", {"experiments": EXPERIMENTS, "results": results})
     return 0 if all(r["failed"] == 0 for r in results.values()) else 1

@@ -3,7 +3,7 @@
     python bench/fidelity.py [--root data/runs] [--readme README.md]
 
 Only runs made by the current code (rlbook.versions) count; superseded ones are counted and skipped. Prints the
-tables and writes them as JSON to bench/results/fidelity-<commit>-<time>.json; with --readme, also replaces the
+tables and writes them as JSON to bench/results/fidelity/fidelity-<commit>-<time>.json; with --readme, also replaces the
 tables between the README's `<!-- fidelity:start -->` and `<!-- fidelity:end -->` markers, so the README never
 quotes a table by hand.
 """
@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from learning_gain import save_result  # noqa: E402
+from record import save_result  # noqa: E402
 
 from rlbook.chapters import merging_verdicts, pma, verdicts  # noqa: E402
 from rlbook.runs import RunStore, reference_root  # noqa: E402

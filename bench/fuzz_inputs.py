@@ -4,7 +4,7 @@
 
 Runs the properties of tests/test_input_fuzz.py (config fields, command-line flags, JSON arguments) with
 --examples examples each, instead of the test's 100, and writes the number of cases tried and any failure to
-bench/results/fuzz_inputs-<device>-<commit>-<time>.json.
+bench/results/fuzz_inputs/fuzz_inputs-<device>-<commit>-<time>.json.
 """
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def main() -> int:
 
     import test_input_fuzz as fuzz
     from _pytest.monkeypatch import MonkeyPatch
-    from learning_gain import save_result
+    from record import save_result
     from rlbook.runs import environment
 
     properties = [name for name in dir(fuzz) if name.startswith("test_")]

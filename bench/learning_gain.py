@@ -4,7 +4,7 @@
 
 Runs chapter 1's experiment (rlbook.experiments.grpo_from_scratch) per profile and seed through the RunStore
 (a finished run replays; delete runs/01_grpo to re-measure), prints a table and writes it as JSON to
-bench/results/learning_gain-<device>-<commit>.json with the command and the device.
+bench/results/learning_gain/ with the command and the device.
 """
 from __future__ import annotations
 
@@ -17,24 +17,10 @@ from pathlib import Path
 
 from rlbook.experiments import grpo_from_scratch
 from rlbook.replay import run_or_load
-from rlbook.runs import environment, write_json
+from rlbook.storage import environment
 
-
-def parse_setting(text: str):
-    key, _, value = text.partition("=")
-    try:
-        return key, json.loads(value)
-    except json.JSONDecodeError:
-        return key, value
-
-
-def save_result(kind: str, tag: str, payload: dict) -> Path:
-    """Write a benchmark's result to bench/results/<kind>-<tag>-<commit>-<time>.json with the command and machine."""
-    env = environment()
-    out = Path(__file__).parent / "results" / f"{kind}-{tag}-{env['git_commit']}-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    write_json(out, {"command": " ".join(sys.argv), "environment": env, **payload})
-    print(f"wrote {out}")
-    return out
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/record.py, when run as a script
+from record import parse_setting, save_result  # noqa: E402
 
 
 def measure(profile: str, seed: int, changes: dict) -> dict:

@@ -180,7 +180,7 @@ def main() -> int:
     if args.cpu_smoke:
         return 0
     sys.path.insert(0, os.path.dirname(__file__))
-    from learning_gain import save_result
+    from record import save_result
 
     save_result("lora_step", "cuda" if cuda else f"cpu-{args.layers}layers",
                 {"shape": shape, "layers": args.layers, "rows": rows})

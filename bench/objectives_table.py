@@ -16,7 +16,7 @@ from rlbook.experiments import stale_run
 from rlbook.replay import run_or_load
 
 sys.path.insert(0, str(Path(__file__).parent))
-from learning_gain import parse_setting, save_result  # noqa: E402
+from record import parse_setting, save_result  # noqa: E402
 
 OBJECTIVES = ("grpo", "no_clip", "m2po")
 

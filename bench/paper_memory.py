@@ -1,6 +1,6 @@
 """Computed GPU memory of the paper profile's LoRA update on Qwen3-1.7B, per micro-batch, LoRA rank and length.
 
-    python bench/paper_memory.py            # prints the table and writes bench/results/paper_memory-computed-*.json
+    python bench/paper_memory.py            # prints the table and writes bench/results/paper_memory/
 
 Arithmetic, not a measurement (no GPU run yet): bf16 weights; LoRA weights, gradients and AdamW moments in float32
 (peft keeps adapters in float32); gradient checkpointing (each layer's input kept, one layer's activations
@@ -65,7 +65,7 @@ def main() -> int:
                 print(f"{micro_batch:>11} {rank:>5} {response_len:>8} {row['total_gb']:>9.1f}   "
                       f"{str(row['fits']):<14}  {list(row['max_rollout_seqs'].values())}")
     sys.path.insert(0, os.path.dirname(__file__))
-    from learning_gain import save_result
+    from record import save_result
 
     save_result("paper_memory", "computed", {"prompt_len": PROMPT_LEN, "chunk_tokens": CHUNK_TOKENS,
                                              "layer_bytes_per_token": LAYER_BYTES_PER_TOKEN,

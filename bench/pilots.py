@@ -6,7 +6,7 @@
 Each pilot is a named change to a chapter's cpu-profile config, trained through the RunStore under
 runs/pilots (a finished pilot replays, an interrupted one resumes). The summary (score = mean of the last 3
 evaluations, gain over the base, wall time, drift and clip statistics) is printed and written to
-bench/results/pilots-<set>-<commit>-<time>.json. What the pilots showed, and what was chosen, is in the README's
+bench/results/pilots/pilots-<set>-<commit>-<time>.json. What the pilots showed, and what was chosen, is in the README's
 calibration note.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from learning_gain import save_result  # noqa: E402
+from record import save_result  # noqa: E402
 
 from rlbook import stats  # noqa: E402
 from rlbook.experiments import (KNIGHTS_KNAVES, grpo_from_scratch, lopti_run, router_run, semi_online_run,  # noqa: E402
@@ -29,8 +29,8 @@ PILOT_UPDATES = 400
 
 
 def ch1(seed: int, **changes):
-    """Chapter 1 pilots, from the update the first rounds searched around (16 prompts x 8, the default trainer)."""
-    values = {"total_updates": PILOT_UPDATES, "prompts_per_step": 16, "sampling_graph": False, **changes}
+    """Chapter 1 pilots, from the update the first rounds searched around (16 prompts x 8, the reference engine)."""
+    values = {"total_updates": PILOT_UPDATES, "prompts_per_step": 16, "engine": "reference", **changes}
     return grpo_from_scratch("cpu", seed, **values)
 
 
@@ -46,7 +46,7 @@ def ch4(variant: str = "grpo", seed: int = 0, **changes):
     return lopti_run("cpu", variant, seed, **values)
 
 
-KK_FAST = dict(prefix_sharing=True, merged_sampling=True, skip_zero_advantage=True)
+KK_FAST = dict(engine="fast")
 
 # name -> list of (label, config)
 SETS = {
@@ -69,13 +69,13 @@ SETS = {
     # Chapter 1, round 3: the sampling-graph trainer (one forward serves sampling and the update, 2.2x faster, issue
     # "learning per CPU-minute") buys twice the updates in the same 5 minutes. Does the gain reach +0.20?
     "ch1-graph": lambda: [
-        ("lora lr5e-4 16x8 1600u graph", ch1(0, total_updates=1600, sampling_graph=True)),
-        ("lora lr1e-3 32x8 800u graph", ch1(0, lr=1e-3, prompts_per_step=32, total_updates=800, sampling_graph=True)),
+        ("lora lr5e-4 16x8 1600u graph", ch1(0, total_updates=1600, engine="graph")),
+        ("lora lr1e-3 32x8 800u graph", ch1(0, lr=1e-3, prompts_per_step=32, total_updates=800, engine="graph")),
     ],
     # Round 4: 1,600 updates reached +0.197 in 145 s. Twice as long, or twice the batch, still within 5 minutes?
     "ch1-graph-long": lambda: [
-        ("lora lr5e-4 16x8 3200u graph", ch1(0, total_updates=3200, sampling_graph=True)),
-        ("lora lr5e-4 32x8 1600u graph", ch1(0, prompts_per_step=32, total_updates=1600, sampling_graph=True)),
+        ("lora lr5e-4 16x8 3200u graph", ch1(0, total_updates=3200, engine="graph")),
+        ("lora lr5e-4 32x8 1600u graph", ch1(0, prompts_per_step=32, total_updates=1600, engine="graph")),
     ],
     # Chapter 4: does GRPO itself learn K&K? (the comparison of AR / Lopti is only meaningful if it does)
     "kk": lambda: [
@@ -249,6 +249,24 @@ SETS = {
     "dpo-beta": lambda: [
         (f"dpo {label} beta{beta}", semi_online_run("cpu", "dpo", sync, objective_params={"beta": beta}))
         for beta in (0.5, 1.0) for label, sync in (("sync100", 100), ("offline", 0), ("online", 1))
+    ],
+    # Issue 24, the drift ladder (training version 3): rungs below lr 2.5e-4, each with the staleness and the update
+    # count scaled by 1 / lr (so the stale data's drift and on-policy GRPO's learning stay comparable): does
+    # on-policy GRPO still learn in the budget, and what M2 does the largest staleness give? (seed 0; the fast
+    # knobs: within the equivalence tolerances of the reference path)
+    "ladder-slow": lambda: [
+        (f"grpo s{s} lr{lr:g}", ch2("grpo", s, lr=lr, total_updates=updates, **KK_FAST))
+        for lr, s, updates in ((1.25e-4, 0, 1600), (1.25e-4, 192, 1600), (6.25e-5, 0, 3200), (6.25e-5, 384, 3200))
+    ],
+    # Issue 24, prosperity before collapse: no trust region at the slow rung's largest staleness, three times longer
+    # than the reference runs (which rose +0.16 and levelled off), with no gradient-norm clipping (the paper's
+    # collapse is an unbounded update); LoRA and full fine-tuning (full: a fifth of LoRA's rate, chapter 1's pilots
+    # found full fine-tuning at >= 2e-4 unstable)
+    "collapse-long": lambda: [
+        ("no_clip s96 lr2.5e-4 lora 2400 noclipnorm", ch2("no_clip", 96, lr=2.5e-4, total_updates=2400,
+                                                         max_grad_norm=1e9, **KK_FAST)),
+        ("no_clip s96 lr5e-5 full 2400 noclipnorm", ch2("no_clip", 96, lr=5e-5, total_updates=2400, finetune="full",
+                                                       max_grad_norm=1e9)),
     ],
 }
 

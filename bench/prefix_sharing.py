@@ -1,5 +1,5 @@
-"""What sharing the prompt across a group saves in the training pass (the loss path of RunConfig.prefix_sharing,
-opt-in: not bit-equal).
+"""What sharing the prompt across a group saves in the training pass (the loss path of the fast engine,
+rlbook.engines: not bit-equal).
 
     python bench/prefix_sharing.py [--batches 8] [--store runs]
 
@@ -8,7 +8,7 @@ prompt once per group (its KV cache copied to the group's rows, the responses ru
 log-probs and gradients up to floating-point order. On rollouts of the warm-started nano-small model with a
 non-zero LoRA adapter, this prints CPU seconds of forward + backward per mini-batch for the reference path
 (rlbook.losspath.token_logprobs) and the shared-prefix pass, the largest log-prob difference and the largest
-relative gradient difference, and writes bench/results/prefix_sharing-<device>-<commit>-<time>.json.
+relative gradient difference, and writes bench/results/prefix_sharing/.
 """
 from __future__ import annotations
 
@@ -21,9 +21,9 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/learning_gain.py, bench/vs_trl.py
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/record.py, bench/vs_trl.py
 
-from learning_gain import save_result  # noqa: E402
+from record import save_result  # noqa: E402
 from vs_trl import checkpoint_path  # noqa: E402
 
 from rlbook.losspath import shared_prompt_logprobs, token_logprobs  # noqa: E402

@@ -2,17 +2,16 @@
 optimizer, evaluation (a benchmark).
 
     python bench/profile_trainer.py [--profile cpu] [--updates 30] [--cprofile 25] [--store runs]
-                                    [--set prefix_sharing=true merged_sampling=true skip_zero_advantage=true]
-                                    [--set sampling_graph=true]
+                                    [--set engine=fast] [--set engine=graph]
 
 Runs the trainer's own pieces (rlbook.rollout.rollout, losspath.loss_and_tokens, backward, clip + AdamW, and one
 evaluation as the trainer makes it every eval_every updates: greedy + sampled accuracy) on chapter 1's config at
-the vs-TRL benchmark's update (vs_trl.COMPARED_UPDATE: 16 prompts x 8, the default trainer; GRPO, no staleness, one
-rollout batch per update) for `--updates` updates (`--set` changes config fields, e.g. the opt-in speed options,
-which the pieces honour as the trainer does) and prints wall and CPU seconds per update of each phase (the
+the vs-TRL benchmark's update (vs_trl.COMPARED_UPDATE: 16 prompts x 8, the reference engine; GRPO, no staleness, one
+rollout batch per update) for `--updates` updates (`--set` changes config fields, e.g. the engine, which the
+pieces honour as the trainer does) and prints wall and CPU seconds per update of each phase (the
 evaluation's per update of eval_every), with the machine load; `--cprofile N` also prints the N functions with the
 most cumulative time. Timings are noisy on a shared machine: compare runs of one invocation, and CPU seconds rather
-than wall. Writes bench/results/profile_trainer-<device>-<commit>-<time>.json.
+than wall. Writes bench/results/profile_trainer/.
 """
 from __future__ import annotations
 
@@ -30,6 +29,7 @@ import torch
 
 from rlbook.advantages import group_advantages
 from rlbook.evaluate import accuracy, completion_budget, evaluation_problems, sampled_eval_seed
+from rlbook.engines import engine_of
 from rlbook.experiments import grpo_from_scratch
 from rlbook.losspath import loss_and_tokens, loss_path
 from rlbook.lean_decoder import LeanDecoder
@@ -70,14 +70,14 @@ def profile_updates(config, store: RunStore, updates: int, clock: Clock) -> int:
     optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
     generator = torch.Generator().manual_seed(stream_seed("rollout", config.seed))
     max_new, path, tokens = completion_budget(task, tokenizer), loss_path(config, torch.device("cpu")), 0
-    lean = config.merged_sampling or config.sampling_graph
-    sampler = LeanDecoder(model, merged=config.merged_sampling) if lean else None
+    engine = engine_of(config)
+    sampler = LeanDecoder(model, merged=engine.merged_sampling) if engine.lean_sampler else None
     for step in range(updates):
         with clock.phase("generation"):
             problems = task.generate(config.prompts_per_step, seed=stream_seed("rl_prompts", config.seed, step))
             policy = sampler.refresh(model) if sampler is not None else model
             batch = rollout(policy, tokenizer, task, problems, config.group_size, max_new, config.temperature,
-                            generator, policy_version=step, graph=config.sampling_graph)
+                            generator, policy_version=step, graph=engine.sampling_graph)
         tokens += int(batch.response_mask.sum())
         advantages = group_advantages(batch.rewards, config.group_size, config.normalize_adv_std)
         with clock.phase("forward+loss"):
@@ -130,8 +130,7 @@ def main() -> int:
           f"{tokens / clock.wall['generation']:.0f} generated tokens/s while generating")
     if profiler:
         pstats.Stats(profiler).sort_stats("cumulative").print_stats(args.cprofile)
-    sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/learning_gain.py
-    from learning_gain import save_result
+    from record import save_result
     from rlbook.runs import environment
 
     save_result("profile_trainer", environment()["device"].split()[0],

@@ -8,7 +8,7 @@ For each N: median time of (1) log-probs + entropy without gradient (behavior/ol
 allocated beyond the inputs, and the effective bandwidth = the bytes the op must move / time
 (read V*N logits for (1) and (2); read twice and write once for (3)), against the device's HBM peak.
 The chunked variant also reports the plain lm_head matmuls it must do (1 for the forward, 3 for fwd+bwd).
-Writes bench/results/ratio_op-<device>-<commit>.json.
+Writes bench/results/ratio_op/ratio_op-<device>-<commit>.json.
 """
 from __future__ import annotations
 
@@ -229,7 +229,7 @@ def write_json(name, peak, args, results):
         print(f"wrote {path}")
         return
     sys.path.insert(0, str(ROOT / "bench"))
-    from learning_gain import save_result
+    from record import save_result
 
     save_result("ratio_op", slug, record)
 

@@ -7,7 +7,7 @@ pilots on nano-moe that look for a setting where the mismatch is clearly present
 
 `dose` samples one rollout batch (16 prompts x 8) from the cached warm start of the profile's model per engine precision and
 noise level and measures, against the float32 training forward, the routing mismatch, the k3 KL and F(2), without
-and with replay (`rlbook.chapters.router_replay.mismatch`). Results: bench/results/router_pilots-*.json.
+and with replay (`rlbook.chapters.router_replay.mismatch`). Results: bench/results/router_pilots/.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from learning_gain import save_result  # noqa: E402
+from record import save_result  # noqa: E402
 from pilots import summarize  # noqa: E402
 
 from rlbook.chapters.router_replay import mismatch  # noqa: E402

@@ -1,5 +1,5 @@
-"""Rollout speed of the three sampling paths: the peft model, the lean merged decoder (RunConfig.merged_sampling)
-and the lean decoder with a static KV cache (RunConfig.static_sampling; on a GPU its decoding step is replayed from a
+"""Rollout speed of the three sampling paths: the peft model, the lean merged decoder (the fast engine)
+and the lean decoder with a static KV cache (the static engine; on a GPU its decoding step is replayed from a
 CUDA graph).
 
     python bench/static_sampling.py [--preset nano-base] [--prompts 16] [--group 8] [--max-new 16] [--repeats 5]
@@ -8,7 +8,7 @@ One batch of arithmetic prompts x group, a randomly initialised model of the pre
 (speed does not depend on what the weights learnt; an untrained model seldom stops early, so every row decodes
 max-new tokens: the case the static cache is built for). Prints milliseconds per rollout (median of --repeats, after
 one warm-up) and generated tokens per second for each path, and whether the static path drew the same tokens as
-the lean decoder's `rollout.sample`; writes bench/results/static_sampling-<device>-<commit>-<time>.json.
+the lean decoder's `rollout.sample`; writes bench/results/static_sampling/.
 """
 from __future__ import annotations
 
@@ -20,9 +20,9 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/learning_gain.py
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/record.py
 
-from learning_gain import save_result  # noqa: E402
+from record import save_result  # noqa: E402
 
 from rlbook.lean_decoder import LeanDecoder  # noqa: E402
 from rlbook.models import add_lora, build_model  # noqa: E402

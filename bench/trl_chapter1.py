@@ -2,7 +2,7 @@
 
     pip install -e ".[trl]"
     python bench/trl_chapter1.py train --seeds 0 1 2 [--backends trl rlbook] [--updates N] [--store data/runs]
-    python bench/trl_chapter1.py report --seeds 0 1 2 [--updates N] [--store data/runs]   # bench/results/trl_chapter1-*
+    python bench/trl_chapter1.py report --seeds 0 1 2 [--updates N] [--store data/runs]   # bench/results/trl_chapter1/
 
 `train` trains (or replays) chapter 1's cpu config with rlbook.trl_backend into <store>/01_grpo_trl
 (rlbook.chapters.backends.trl_config: rlbook's engine options at their defaults, as TRL runs its own generation and
@@ -20,7 +20,7 @@ import statistics
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/learning_gain.py, when run as a script
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/record.py, when run as a script
 
 
 
@@ -103,7 +103,7 @@ def main() -> int:
     import os
 
     table = report(args.store, args.seeds, args.updates)
-    from learning_gain import save_result
+    from record import save_result
 
     save_result("trl_chapter1", table["trl"]["runs"][0]["device"].split()[0],
                 {"seeds": args.seeds, "updates": args.updates, "load_average": os.getloadavg(), "summary": table})

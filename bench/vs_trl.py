@@ -12,10 +12,11 @@ update per rollout batch. Each (seed, system) runs in its own process, one after
 seed), so peak RSS is its own. Reported per system: s/update (median interval between consecutive updates,
 generation included, evaluations excluded) in wall and in process-CPU seconds (steadier when other processes share
 the cores), generated tokens/s (generated tokens / wall time of the timed updates), peak RSS, and greedy accuracy on the 500 evaluation problems before and after (rlbook.evaluate.accuracy
-for both). `rlbook` is the default (bit-exact) trainer; `rlbook-fast` and `rlbook-graph` add opt-in speed options
-that change rounding (OPTIONS: prefix_sharing + merged_sampling + skip_zero_advantage, which work in every config;
-sampling_graph, on-policy single-update configs only). `trl` is rlbook.trl_backend: TRL's GRPOTrainer on the same
-RunConfig, gradient checkpointing off (TRL's fastest setting here), evaluated by the same function at the same updates.
+for both). `rlbook` is the reference engine (bit-exact); `rlbook-fast` and `rlbook-graph` are the engines of those names
+(rlbook.engines), which change rounding (fast: shared prompts, merged sampler, no grad through zero-advantage
+sequences; graph, which the default engine picks for this on-policy single-update config: backpropagation through the
+sampling pass). `trl` is rlbook.trl_backend: TRL's GRPOTrainer on the same RunConfig, gradient checkpointing off
+(TRL's fastest setting here), evaluated by the same function at the same updates.
 Writes bench/results/vs_trl-<device>-<commit>-<time>.json.
 """
 from __future__ import annotations
@@ -34,11 +35,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/learning_gain.py, when run as a script
 
 SYSTEMS = ["rlbook", "rlbook-fast", "rlbook-graph", "trl"]
-OPTIONS = {"rlbook": {}, "rlbook-fast": dict(prefix_sharing=True, merged_sampling=True, skip_zero_advantage=True),
-           "rlbook-graph": dict(sampling_graph=True)}  # the opt-in speed options: not bit-equal
+OPTIONS = {"rlbook": {}, "rlbook-fast": dict(engine="fast"), "rlbook-graph": dict(engine="graph")}  # not bit-equal
 SETTINGS = dict(profile="cpu", lora_rank=16, lora_alpha=32.0, prompts=16, group=8, lr=5e-4, threads=1)
-# The update both systems make, whatever chapter 1's own budget is: SETTINGS' prompts and the default trainer
-COMPARED_UPDATE = dict(prompts_per_step=SETTINGS["prompts"], sampling_graph=False)
+# The update both systems make, whatever chapter 1's own budget is: SETTINGS' prompts and the reference engine
+COMPARED_UPDATE = dict(prompts_per_step=SETTINGS["prompts"], engine="reference")
 
 
 def unmatched() -> list[str]:
@@ -49,7 +49,7 @@ def unmatched() -> list[str]:
 
 
 def compared_config(seed: int, **changes):
-    """Chapter 1's cpu config at the compared update; a system's speed options come in as changes."""
+    """Chapter 1's cpu config at the compared update; a system's engine comes in as changes."""
     from rlbook.experiments import grpo_from_scratch
 
     return grpo_from_scratch(SETTINGS["profile"], seed, **{**COMPARED_UPDATE, **changes})
@@ -201,7 +201,7 @@ def main() -> int:
             rows.append(measure(system, seed, args.updates, checkpoint))
             print(json.dumps(rows[-1]))
     table = report(rows, args.systems)
-    from learning_gain import save_result
+    from record import save_result
     from rlbook.runs import environment
 
     save_result("vs_trl", environment()["device"].split()[0],

@@ -10,9 +10,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import MISSING, fields
+from dataclasses import fields
 
+from .checks import defaults
 from .config import FIELD_HELP, RunConfig
+from .engines import EPILOG
 from .runs import RunStore
 
 
@@ -50,11 +52,10 @@ def _parse_json_object(text: str) -> dict:
 
 
 def _add_config_flags(parser: argparse.ArgumentParser) -> None:
-    for f in fields(RunConfig):
-        default = f.default if f.default is not MISSING else f.default_factory()
+    for name, default in defaults(RunConfig).items():
         kind = {bool: _parse_bool, dict: _parse_json_object}.get(type(default), type(default))
-        help_text = f"{FIELD_HELP[f.name]} (default: {json.dumps(default)})"
-        parser.add_argument(f"--{f.name.replace('_', '-')}", dest=f.name, type=kind, default=None,
+        help_text = f"{FIELD_HELP[name]} (default: {json.dumps(default)})"
+        parser.add_argument(f"--{name.replace('_', '-')}", dest=name, type=kind, default=None,
                             help=help_text.replace("%", "%%"))
 
 
@@ -71,7 +72,7 @@ def _parser() -> argparse.ArgumentParser:
                      formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
     train = commands.add_parser("train", help="train a run (or replay / resume it from the RunStore)",
-                                allow_abbrev=False)
+                                allow_abbrev=False, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_config_flags(train)
     train.add_argument("--runs-dir", default=None, help="RunStore root (default: $RLBOOK_RUNS or ./runs)")
     train.add_argument("--keep-superseded", action="store_true", help="replay a stored run of this config made by "

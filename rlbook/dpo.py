@@ -13,6 +13,8 @@ switched off). A batch with no pair has loss 0 (still differentiable, gradient 0
 import torch
 import torch.nn.functional as F
 
+from .objectives import FLAG_KEYS
+
 DPO_DEFAULTS = {"beta": 0.1}  # the trainer's objective "dpo": objective_params may set beta (> 0)
 
 
@@ -24,6 +26,16 @@ def check_dpo_params(params):
     beta = params.get("beta", DPO_DEFAULTS["beta"])
     if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not beta > 0:
         raise ValueError(f"beta={beta!r} is invalid; it must be a number > 0")
+
+
+def check_dpo_run(config) -> None:
+    """Online DPO pairs whole groups of one mini-batch and takes the model with its LoRA adapters switched off as
+    the reference policy; the token-level knobs of the policy-gradient objectives do not apply to it."""
+    needed = {"finetune": "lora", "micro_batch_size": 0, "ar_alpha": 0.0, "lopti_eta": 0.0}
+    wrong = {k: getattr(config, k) for k, v in needed.items() if getattr(config, k) != v}
+    if wrong:
+        raise ValueError(f"objective='dpo' needs {needed} (the reference policy is the model with its adapters off; "
+                         f"pairs are whole groups of one pass); got {wrong}")
 
 
 def dpo_pairs(rewards, group_size):
@@ -52,3 +64,15 @@ def dpo_loss(logp, ref_logp, mask, chosen, rejected, *, beta=0.1):
     if len(chosen) == 0:
         return logp.sum() * 0.0
     return -F.logsigmoid(beta * (seq[chosen] - seq[rejected])).mean()
+
+
+def online_dpo_loss(logp, ref_logp, mask, rewards, group_size: int, params: dict):
+    """(loss, flags) of the trainer's "dpo" objective on a mini-batch of whole groups: dpo_loss on the pairs dpo_pairs
+    draws from each group's rewards, beta from params; no token is clipped or masked (the flags the policy-gradient
+    objectives report are all False)."""
+    chosen, rejected = dpo_pairs(rewards, group_size)
+    mask = mask.to(logp.device)
+    loss = dpo_loss(logp, ref_logp, mask, chosen.to(logp.device), rejected.to(logp.device),
+                    **{**DPO_DEFAULTS, **params})
+    return loss, {key: torch.zeros_like(mask, dtype=torch.bool) for key in FLAG_KEYS}
+

@@ -78,3 +78,15 @@ def accuracy(model, tokenizer, task, problems: list[Problem], max_new_tokens: in
         correct += sum(task.score(p, c).correct for p, c in zip(chunk, decode(tokenizer, ids, mask)))
     model.train(was_training)
     return correct / max(len(problems), 1)
+
+
+def evaluation_row(model, tokenizer, task, problems: list[Problem], max_new_tokens: int, config,
+                   after_update: int) -> dict:
+    """The metrics row's evaluation after `after_update` updates: greedy accuracy, and sampled accuracy at the run's
+    temperature (eval_samples per problem, a fresh seed per evaluation), rollout_batch_size sequences at a time."""
+    at_once = {"batch_size": config.rollout_batch_size} if config.rollout_batch_size else {}  # the KV cache bound
+    return {"eval_greedy_acc": accuracy(model, tokenizer, task, problems, max_new_tokens, **at_once),
+            "eval_sampled_acc": accuracy(model, tokenizer, task, problems, max_new_tokens, config.temperature,
+                                         seed=sampled_eval_seed(config.seed, after_update),
+                                         samples=config.eval_samples, **at_once)}
+

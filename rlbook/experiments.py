@@ -5,7 +5,7 @@ from .config import RunConfig
 from .profiles import resolve_profile
 
 # Per profile: model, task size, warm start and GRPO budget. The cpu profile's settings come from the calibration
-# pilots (bench/pilots.py, results in bench/results/pilots-*.json, summary in the README's calibration note): LoRA
+# pilots (bench/pilots.py, results in bench/results/pilots/, summary in the README's calibration note): LoRA
 # lr 5e-4 on 16 x 8 completions per update gained the most greedy accuracy per CPU-minute; lr 1e-3 and full
 # fine-tuning at 2e-4 or more learned less or collapsed; 800 updates take about 4 minutes on one core.
 BASE = {
@@ -22,10 +22,11 @@ BASE = {
 }
 
 
-# Chapter 1's cpu budget (pilots ch1-graph and ch1-graph-long): the sampling-graph trainer (one forward pass serves
-# sampling and the update) makes an update about twice as cheap, and spent on twice the prompts per update and twice
-# the updates it took seed 0 from 0.460 to 0.721 greedy in 221 s, where 800 updates of 16 x 8 reached about 0.62.
-GRPO_BUDGET = {"cpu": dict(prompts_per_step=32, total_updates=1600, sampling_graph=True)}
+# Chapter 1's cpu budget (pilots ch1-graph and ch1-graph-long): the graph engine, which the default engine picks for
+# this on-policy config (one forward pass serves sampling and the update), makes an update about twice as cheap, and
+# spent on twice the prompts per update and twice the updates it took seed 0 from 0.460 to 0.721 greedy in 221 s,
+# where 800 updates of 16 x 8 reached about 0.62.
+GRPO_BUDGET = {"cpu": dict(prompts_per_step=32, total_updates=1600)}
 
 
 def grpo_from_scratch(profile: str = "auto", seed: int = 0, **changes) -> RunConfig:
@@ -39,7 +40,7 @@ def grpo_from_scratch(profile: str = "auto", seed: int = 0, **changes) -> RunCon
 # Chapter 2's rollout batch feeds 4 updates (as in M2PO), each on chapter 1's update size: 64 prompts x 8 per batch in
 # the cpu profile, 800 updates. The staleness grid is scaled by what staleness does, not copied: the paper's s=256
 # is 6% of a 4,000-update run; our largest s=48 is 6% of 800 updates, and the pilots measured the M2 of stale data
-# a few times above tau = 0.04 at s = 8 to 48 (bench/results/pilots-stale-*.json).
+# a few times above tau = 0.04 at s = 8 to 48 (bench/results/pilots/pilots-stale-*.json).
 STALE_BUDGET = {"cpu": dict(total_updates=800, prompts_per_step=64)}
 
 
@@ -52,6 +53,11 @@ def stale_run(profile: str = "auto", objective: str = "grpo", staleness: int = 0
               "staleness": staleness, "seed": seed, "name": f"{objective}-s{staleness}-{profile}-seed{seed}"}
     return RunConfig.from_dict({**values, **changes})
 
+
+# Cells that a verdict compares run on one engine. Where `auto` would give some cells the sampling-graph engine
+# (on-policy, one update per batch) and others the fast one (Lopti's two stages, a lagging generator), the
+# difference between two cells would be partly the engine's: those chapters pin the engine every cell allows.
+COMPARED_ALIKE = {"engine": "fast"}
 
 # Chapters 2-4: what each profile sweeps (the smoke profile: fewer, smaller; reference runs: the cpu profile).
 STALENESS = {"smoke": [0, 16, 64], "cpu": [0, 8, 24, 48], "standard": [0, 4, 16, 64, 256],
@@ -71,7 +77,7 @@ LOPTI_VARIANTS = {"grpo": (0.0, 0.0), "ar": (0.3, 0.0), "lopti": (0.0, 0.5), "ar
 # K&K completions are long for a character model: the smoke profile runs only a few updates per variant (CI time).
 # The cpu profile's puzzles carry the world-by-world scratchpad, at lr 1e-3: without it GRPO left nano-small's greedy
 # accuracy where it was (0.268 -> 0.271 in 200 updates at lr 5e-4, none at 1e-3 or 2e-3 either); with it the first
-# 140 updates of a pilot took greedy 0.254 -> 0.287 and sampled 0.164 -> 0.231 (bench/results/pilots-kk-*.json).
+# 140 updates of a pilot took greedy 0.254 -> 0.287 and sampled 0.164 -> 0.231 (bench/results/pilots/pilots-kk-*.json).
 LOPTI_BUDGET = {"smoke": dict(total_updates=20, eval_every=10),
                 "cpu": dict(total_updates=200, eval_every=50, eval_samples=1, lr=1e-3,
                             task_params={"num_people": [2, 3], "scratchpad": True})}
@@ -139,6 +145,42 @@ def slow_drift_sweep(profile: str = "auto") -> list[RunConfig]:
                        SLOW_DRIFT_ON_POLICY, "02_slow_drift")
 
 
+# The drift ladder (chapters 2-3): rungs of drift per update, set by the learning rate as a factor of the profile's.
+# At each rung the staleness is the profile's largest times 1 / factor (the same lr x lag on every rung) and the run
+# is longer where a smaller rate needs more updates for on-policy GRPO to learn as much (pilot ladder-slow,
+# bench/results/pilots/). Rung 1 is the staleness sweep's decisive cells and rung 1/2 the slow-drift set, so those
+# runs are trained once. Per rung: on-policy GRPO, and COMPARED_AT_LARGEST at the rung's staleness, 5 seeds.
+LADDER = {"smoke": {1.0: 1, 0.5: 1}, "cpu": {2.0: 1, 1.0: 1, 0.5: 1, 0.25: 2, 0.125: 4}}  # lr factor: updates factor
+LADDER_EXPERIMENTS = {1.0: "02_staleness", SLOW_DRIFT_LR_FACTOR: "02_slow_drift"}
+
+
+def drift_ladder_sweep(profile: str = "auto") -> list[RunConfig]:
+    """Chapters 2-3: every rung of the drift ladder (experiments 02_staleness, 02_slow_drift, 02_drift_ladder)."""
+    profile = resolve_profile(profile)
+    rungs = LADDER.get(profile, LADDER["cpu"])
+    base_updates = {**BASE[profile], **STALE_BUDGET.get(profile, {})}["total_updates"]
+    return [config.replace(total_updates=base_updates * updates) if updates != 1 else config
+            for factor, updates in rungs.items()
+            for config in drift_sweep(profile, factor, round(max(STALENESS[profile]) / factor), ("grpo",),
+                                      LADDER_EXPERIMENTS.get(factor, "02_drift_ladder"))]
+
+
+# Three M2PO variants on the slow-drift rung (issue: no public code compares them): Algorithm 1's mask (m2po, in the
+# slow-drift set), the released code's cap (m2po_cap) and AReaL's mask (m2po_areal); every run also records what
+# each variant would remove from its own batches (rlbook.token_stats), so they are compared on the same batches too.
+M2PO_VARIANTS = ("m2po_cap", "m2po_areal")
+
+
+def m2po_variants_sweep(profile: str = "auto") -> list[RunConfig]:
+    """Chapter 3: m2po_cap and m2po_areal beside the slow-drift set's m2po at its staleness (02_slow_drift)."""
+    profile = resolve_profile(profile)
+    lr = SLOW_DRIFT_LR_FACTOR * BASE[profile]["lr"]
+    staleness = SLOW_DRIFT_STALENESS_FACTOR * max(STALENESS[profile])
+    return [stale_run(profile, o, staleness, seed, lr=lr, experiment="02_slow_drift",
+                      name=f"{o}-s{staleness}-lr{lr:.3g}-{profile}-seed{seed}")
+            for o in M2PO_VARIANTS for seed in DECISIVE_SEEDS[profile]]
+
+
 def tau_sweep(profile: str = "auto") -> list[RunConfig]:
     """Chapter 3: M2PO's threshold tau at the largest staleness (the paper's Fig. 8), every seed that decides a verdict
     (signature f compares taus). At the default tau the runs are the staleness sweep's own M2PO runs (same config,
@@ -157,10 +199,31 @@ def lopti_run(profile: str = "auto", variant: str = "grpo", seed: int = 0, **cha
     if variant not in LOPTI_VARIANTS:
         raise ValueError(f"unknown variant {variant!r}; choose one of: {', '.join(LOPTI_VARIANTS)}")
     alpha, eta = LOPTI_VARIANTS[variant]
-    values = {**BASE[profile], **KNIGHTS_KNAVES, **LOPTI_BUDGET.get(profile, {}), "experiment": "04_lopti",
+    values = {**BASE[profile], **KNIGHTS_KNAVES, **LOPTI_BUDGET.get(profile, {}), "experiment": "04_lopti", **COMPARED_ALIKE,
               "ar_alpha": alpha, "lopti_eta": eta,
               "seed": seed, "name": f"{variant}-{profile}-seed{seed}"}
     return RunConfig.from_dict({**values, **changes})
+
+
+# Chapter 4 where GRPO learns: the same variants on arithmetic with chapter 1's update (the profile's base budget,
+# where GRPO gains about +0.16 greedy in 800 updates), AR's alpha at the paper's value for math (0.1; 0.3 is K&K's).
+ARITHMETIC_AR_ALPHA = 0.1
+
+
+def lopti_arithmetic_run(profile: str = "auto", variant: str = "grpo", seed: int = 0, **changes) -> RunConfig:
+    """Chapter 4: GRPO with Advantage Reweighting and / or Lopti on arithmetic (experiment 04_lopti_arithmetic)."""
+    profile = resolve_profile(profile)
+    if variant not in LOPTI_VARIANTS:
+        raise ValueError(f"unknown variant {variant!r}; choose one of: {', '.join(LOPTI_VARIANTS)}")
+    alpha, eta = LOPTI_VARIANTS[variant]
+    values = {**BASE[profile], "experiment": "04_lopti_arithmetic", **COMPARED_ALIKE, "ar_alpha": ARITHMETIC_AR_ALPHA if alpha else 0.0,
+              "lopti_eta": eta, "seed": seed, "name": f"{variant}-arithmetic-{profile}-seed{seed}"}
+    return RunConfig.from_dict({**values, **changes})
+
+
+def lopti_arithmetic_sweep(profile: str = "auto") -> list[RunConfig]:
+    profile = resolve_profile(profile)
+    return [lopti_arithmetic_run(profile, v, seed) for seed in DECISIVE_SEEDS[profile] for v in LOPTI_VARIANTS]
 
 
 def lopti_sweep(profile: str = "auto") -> list[RunConfig]:
@@ -218,7 +281,7 @@ def semi_online_run(profile: str = "auto", objective: str = "grpo", sync_every: 
         raise ValueError(f"unknown objective {objective!r} for chapter 7; choose one of: "
                          f"{', '.join(SEMI_ONLINE_OBJECTIVES)}")
     label = "offline" if sync_every == 0 else f"sync{sync_every}"
-    values = {**BASE[profile], **SEMI_ONLINE_BUDGET.get(profile, {}), "experiment": "07_semi_online",
+    values = {**BASE[profile], **SEMI_ONLINE_BUDGET.get(profile, {}), "experiment": "07_semi_online", **COMPARED_ALIKE,
               "objective": objective, "sync_every": sync_every, "seed": seed,
               "name": f"{objective}-{label}-{profile}-seed{seed}"}
     return RunConfig.from_dict({**values, **changes})
@@ -232,6 +295,8 @@ def semi_online_sweep(profile: str = "auto") -> list[RunConfig]:
 
 SWEEPS = {"grpo": lambda p: [grpo_from_scratch(p, s) for s in DECISIVE_SEEDS[resolve_profile(p)]],
           "staleness": staleness_sweep, "fast_drift": fast_drift_sweep, "slow_drift": slow_drift_sweep,
+          "drift_ladder": drift_ladder_sweep, "m2po_variants": m2po_variants_sweep,
+          "lopti_arithmetic": lopti_arithmetic_sweep,
           "tau": tau_sweep, "lopti": lopti_sweep, "router_replay": router_replay_sweep, "semi_online": semi_online_sweep}
 
 

@@ -177,6 +177,8 @@ def verl_export(config: RunConfig) -> Export:
                       f"({VERL_LOSSES}): exported as the clipped surrogate without a clip",
               "m2po_cap": f"no second-moment cap in {VERL_LOSSES}: exported as the clipped surrogate without a clip",
               "decoupled": "no proximal policy in verl's losses (AReaL's actor.use_decoupled_loss)",
+              "m2po_areal": f"AReaL's own M2PO (actor.m2_threshold); verl {VERL_VERSION} has no proximal policy and "
+                            "no second-moment mask: exported as the clipped surrogate",
               "dpo": "no online DPO in verl's PPO trainer"}
     if config.objective in offers:
         out.lacks.append(f"objective={config.objective!r}: {offers[config.objective]}")
@@ -228,11 +230,12 @@ def areal_export(config: RunConfig) -> Export:
                                "group_size": config.group_size, "eps": 1e-6}, AREAL_ARGS + " (NormConfig)")
     out.set("actor.reward_norm", None, AREAL_ARGS)
     out.set("actor.importance_sampling_level", "sequence" if config.objective == "gspo" else "token", AREAL_ARGS)
-    stale_or_proximal = config.staleness > 0 or config.objective in ("m2po", "tis", "decoupled")
-    out.set("actor.recompute_logprob", stale_or_proximal, AREAL_ARGS)
-    out.set("actor.use_decoupled_loss", config.objective in ("m2po", "tis", "decoupled"), AREAL_ARGS)
-    if config.objective == "m2po":
+    proximal = config.objective in ("m2po", "m2po_areal", "tis", "decoupled")  # AReaL's decoupled loss
+    out.set("actor.recompute_logprob", config.staleness > 0 or proximal, AREAL_ARGS)
+    out.set("actor.use_decoupled_loss", proximal, AREAL_ARGS)
+    if config.objective in ("m2po", "m2po_areal"):
         out.set("actor.m2_threshold", config.objective_params.get("tau", 0.04), AREAL_ACTOR)
+    if config.objective == "m2po":
         out.differs.append("m2po: AReaL masks over every response token of a micro-batch by (log pi_behaviour - "
                            "log pi_prox)^2 and applies its decoupled PPO clip on top; rlbook's Algorithm 1 takes only "
                            "trust-region tokens ((A>0 & r>1) | (A<0 & r<1)) as candidates, over the whole mini-batch, "

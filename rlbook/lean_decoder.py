@@ -2,10 +2,10 @@
 each one matrix product, no per-module dispatch, no mask builder. Called like the model in `rollout.sample` (input
 ids, attention mask, position ids, KV cache -> last logits and the cache). Two kinds of projection:
 
-  merged (RunConfig.merged_sampling): the LoRA update merged into the weights, 4 matrix products per layer
+  merged (engines fast and static): the LoRA update merged into the weights, 4 matrix products per layer
       instead of 7 + 14. The same function up to floating-point order (W x + s B A x is rounded as (W + s B A) x),
       so the behaviour log-probs differ from the training pass's by rounding (MERGED_TOLERANCE), never by policy.
-  lora (RunConfig.sampling_graph): the base weights frozen and fused, the LoRA factors the model's own parameters,
+  lora (the graph engine): the base weights frozen and fused, the LoRA factors the model's own parameters,
       so sampling under grad mode records the graph of each sampled token's log-prob, and the update backpropagates
       through it instead of running a training forward.
 
@@ -63,7 +63,7 @@ def lora_projection(linears: list) -> Callable:
     per refresh, in the graph: every sampling step's gradient reaches the factors through them)."""
     adapters = [linear.active_adapters for linear in linears]
     if any(len(names) != 1 for names in adapters) or not all(hasattr(linear, "base_layer") for linear in linears):
-        raise ValueError("sampling_graph needs LoRA layers with one active adapter (finetune='lora')")
+        raise ValueError("the graph engine needs LoRA layers with one active adapter (finetune='lora')")
     name = adapters[0][0]
     weight = torch.cat([linear.base_layer.weight for linear in linears]).detach()
     down = torch.cat([linear.lora_A[name].weight for linear in linears])

@@ -1,10 +1,10 @@
 """The trainer's loss path: log-probs of a batch's response tokens under the model, and one update's gradient
 accumulated over micro-batches.
 
-Four paths to the log-probs (`loss_path`, from RunConfig.fused_ratio and RunConfig.prefix_sharing):
+Four paths to the log-probs (`loss_path`, from RunConfig.fused_ratio and the run's engine, rlbook.engines):
   reference (off; auto on a CPU): the model's logits over the whole sequence [B, P+C, V], sliced, divided by T,
       float32 log-softmax. Kept exactly as it was: the CPU golden results (tests/test_versions.py) come from it.
-  shared (prefix_sharing): the reference path with each distinct prompt run once (a GRPO mini-batch holds every
+  shared (engines fast and static): the reference path with each distinct prompt run once (a GRPO mini-batch holds every
       prompt group_size times): its KV cache is copied to its rows and the responses run on top of it. The same
       log-probs and gradients up to floating-point order (PREFIX_SHARING_TOLERANCE), about half the training FLOPs.
   fused (on; auto on a GPU): the lm_head runs on the hidden states of the response tokens only ([N, H] -> [N, V],
@@ -15,22 +15,24 @@ from __future__ import annotations
 
 import torch
 
-from .dpo import DPO_DEFAULTS, dpo_loss, dpo_pairs
-from .objectives import FLAG_KEYS, policy_loss
+from .decoding import distinct, positions
+from .dpo import online_dpo_loss
+from .engines import engine_of
+from .objectives import policy_loss
 from .ops import chunked_token_logprobs, reference_token_logprobs, token_logprobs as op_token_logprobs
-from .rollout import Rollout, distinct, positions
+from .rollout import Rollout
 from .router_replay import replaying
 
 PATHS = ("reference", "fused", "chunked", "shared")
 CHUNK_TOKENS = 1024  # tokens per chunk of logits: 1024 x 151936 x bf16 = 0.3 GB
 # Largest |logp difference| of the shared path from the reference path, and largest relative difference of a
-# parameter's gradient (measured on nano-small rollouts: 6e-6 and 4e-6, bench/results/prefix_sharing-*.json;
-# tests/test_prefix_sharing.py holds the shared path to these bounds).
+# parameter's gradient (measured on nano-small rollouts: 6e-6 and 4e-6, bench/results/prefix_sharing/; the tests
+# in tests/test_speed_options.py hold the shared path to these bounds).
 PREFIX_SHARING_TOLERANCE = {"logp": 2e-5, "grad_rel": 2e-5}
 
 
 def loss_path(config, device: torch.device) -> str:
-    if config.prefix_sharing:
+    if engine_of(config).prefix_sharing:
         return "shared"
     if config.fused_ratio == "chunked":
         return "chunked"
@@ -123,18 +125,6 @@ def objective_loss(logp, batch: Rollout, advantages, prox_logp, config):
                        batch.response_mask.to(device), **params)
 
 
-def preference_loss(model, logp, batch: Rollout, config, path: str):
-    """(loss, flags) of online DPO (rlbook.dpo) on the pairs of the mini-batch's groups; the reference log-probs are
-    the model's own with its LoRA adapters switched off (the starting policy), computed without a graph."""
-    with torch.no_grad(), model.disable_adapter():
-        ref_logp, _ = token_stats(model, batch, config.temperature, path)
-    chosen, rejected = dpo_pairs(batch.rewards, config.group_size)
-    mask = batch.response_mask.to(logp.device)
-    loss = dpo_loss(logp, ref_logp, mask, chosen.to(logp.device), rejected.to(logp.device),
-                    **{**DPO_DEFAULTS, **config.objective_params})
-    return loss, {key: torch.zeros_like(mask, dtype=torch.bool) for key in FLAG_KEYS}  # nothing clipped or masked
-
-
 def live_row_stats(model, batch: Rollout, advantages, temperature: float, path: str):
     """token_stats with the graph only through the sequences with a non-zero advantage; the others (GRPO's
     zero-variance groups) run without grad. Every objective multiplies each token's term by its advantage, so its
@@ -152,14 +142,17 @@ def live_row_stats(model, batch: Rollout, advantages, temperature: float, path: 
 
 def loss_and_tokens(model, batch, advantages, prox_logp, config, path: str):
     """Objective loss (differentiable) plus per-token (logp, entropy, flags), in one pass over the mini-batch."""
-    if batch.logp_graph is not None:  # sampled with its graph (RunConfig.sampling_graph): no training forward
+    if batch.logp_graph is not None:  # sampled with its graph (the graph engine): no training forward
         logp, entropy = batch.logp_graph.to(advantages.device), batch.entropy.to(advantages.device)
-    elif config.skip_zero_advantage:
+    elif engine_of(config).skip_zero_advantage:
         logp, entropy = live_row_stats(model, batch, advantages, config.temperature, path)
     else:
         logp, entropy = token_stats(model, batch, config.temperature, path)
-    if config.objective == "dpo":
-        loss, flags = preference_loss(model, logp, batch, config, path)
+    if config.objective == "dpo":  # the reference policy: the model with its LoRA adapters off (the starting one)
+        with torch.no_grad(), model.disable_adapter():
+            ref_logp, _ = token_stats(model, batch, config.temperature, path)
+        loss, flags = online_dpo_loss(logp, ref_logp, batch.response_mask, batch.rewards, config.group_size,
+                                      config.objective_params)
     else:
         loss, flags = objective_loss(logp, batch, advantages, prox_logp, config)
     return loss, logp, entropy, flags

@@ -150,3 +150,27 @@ def count_parameters(model) -> tuple[int, int]:
     """(trainable, total) parameter counts."""
     params = list(model.parameters())
     return sum(p.numel() for p in params if p.requires_grad), sum(p.numel() for p in params)
+
+
+def check_checkpoint(name: str, checkpoint: str) -> None:
+    """A checkpoint directory with a config, weights and a tokenizer, or a hub id in the local Hugging Face cache;
+    a ValueError naming the setting `name` otherwise."""
+    from huggingface_hub import try_to_load_from_cache
+
+    if "\x00" in checkpoint:
+        raise ValueError(f"{name}={checkpoint!r}: a path cannot hold a NUL character")
+    local = Path(checkpoint).expanduser()
+    if local.is_dir():
+        missing = [what for what, patterns in CHECKPOINT_FILES.items() if not any(any(local.glob(p)) for p in patterns)]
+        if missing:
+            raise ValueError(f"{name}={checkpoint!r}: the checkpoint directory {local.resolve()} has no "
+                             f"{', '.join(missing)} (save it with save_pretrained)")
+        return
+    try:
+        cached = isinstance(try_to_load_from_cache(checkpoint, "config.json"), str)
+    except ValueError:  # not even a valid hub id
+        cached = False
+    if not (checkpoint.count("/") == 1 and not checkpoint.startswith((".", "/", "~")) and cached):
+        raise ValueError(f"{name}={checkpoint!r}: no checkpoint directory at {local.resolve()} and no such model in "
+                         "the Hugging Face cache; use init=warm, init=scratch or a directory saved with "
+                         "save_pretrained")

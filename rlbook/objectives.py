@@ -1,5 +1,8 @@
 """Policy objectives: one short function per paper equation, plus the AR and Lopti helpers.
 
+M2PO's mask is written twice: `m2po_algorithm1`, the loop of the paper's Algorithm 1, and `_m2po_keep`, the same
+mask in one sort, which the objective runs. Input checks are rlbook.objective_inputs.
+
 Tensors are [B, T]: `logp` = log pi_theta of the chosen tokens (with grad), `blogp` = behavior log-prob recorded
 at sampling, `advantages` broadcast per token, `mask` = 1 on response tokens; log r = logp - blogp.
 `policy_loss(name, ...)` checks its inputs, zeroes every padding position (so garbage or -inf there never reaches
@@ -12,6 +15,8 @@ import inspect
 import math
 
 import torch
+
+from .objective_inputs import check_number, check_params, check_same_shape, keyword_params, prepare
 
 FLAG_KEYS = ("clipped_low", "clipped_high", "masked")
 
@@ -56,6 +61,20 @@ def m2po(logp, blogp, advantages, resp, *, tau=0.04):
     return -_token_mean(keep * torch.exp(log_ratio) * advantages, resp), {"masked": ~keep}
 
 
+@torch.no_grad()
+def m2po_algorithm1(log_ratio, advantages, resp, tau):
+    """M2PO's mask M as Algorithm 1 writes it: the candidates are the trust-region tokens; while the second moment
+    M2 = mean (log r)^2 of the candidates still kept exceeds tau, mask the kept one with the largest (log r)^2.
+    Returns the keep mask [B, T] (False on the masked tokens). One token per pass: m2po uses `_m2po_keep`, the same
+    mask from one sort (tests/test_objectives.py holds the two equal)."""
+    sq, kept = log_ratio.double().square().flatten(), _trust_region(log_ratio, advantages, resp).flatten()
+    masked = torch.zeros_like(kept)
+    while kept.any() and sq[kept].mean() > tau:
+        largest = torch.where(kept, sq, -1.0).argmax()  # the first, among equal ones
+        kept[largest], masked[largest] = False, True
+    return ~masked.view_as(resp)
+
+
 def m2po_cap(logp, blogp, advantages, resp, *, tau=0.04):
     """The rule of the authors' released code (Infini-AI-Lab/M2PO, verl fork), not Algorithm 1: instead of
     masking the largest-(log r)^2 tokens it caps |log r| of every trust-region token at one c and PPO-clips
@@ -68,6 +87,33 @@ def m2po_cap(logp, blogp, advantages, resp, *, tau=0.04):
     term, flags = _clipped_surrogate(torch.exp(log_ratio), advantages, torch.exp(-cap), torch.exp(cap))
     flags["m2po_cap_c"] = cap
     return -_token_mean(term, resp), flags
+
+
+def m2po_areal(logp, blogp, advantages, resp, *, prox_logp, tau=0.04, eps_low=0.2, eps_high=0.2):
+    """AReaL's M2PO (inclusionAI/AReaL, areal/trainer/ppo/actor.py `_apply_m2po_masking`, PR 480), not Algorithm
+    1: the drift is measured between the behaviour policy and the proximal one (the policy at the start of the
+    step); every response token is a candidate, not only the trust-region tokens; the largest (log r)^2 are
+    masked until the mean of the rest is below tau, keeping at least one token; masked tokens leave the loss and
+    its denominator; the kept tokens get AReaL's decoupled PPO loss (eps clip on pi / pi_prox)."""
+    # keep = M2 mask of d = prox_logp - blogp over all tokens; L = -sum_kept (pi_prox/pi_behav) min(uA, clip(u)A) / n_kept
+    keep = _m2po_areal_keep(prox_logp - blogp, resp, tau)
+    term, flags = _clipped_surrogate(torch.exp(logp - prox_logp), advantages, 1 - eps_low, 1 + eps_high)
+    loss = -_token_mean(torch.exp(prox_logp - blogp) * term, keep)
+    return loss, {"clipped_low": flags["clipped_low"] & keep, "clipped_high": flags["clipped_high"] & keep,
+                  "masked": resp & ~keep}
+
+
+@torch.no_grad()
+def m2po_variant_removals(log_ratio, advantages, resp, tau=0.04):
+    """The tokens each M2PO variant would take out of this batch's gradient, as bool [B, T]: m2po (Algorithm 1's
+    mask), m2po_cap (the released code's cap: the clip branch active at exp(-c), exp(c)), m2po_areal (AReaL's
+    mask). log_ratio is log pi - log pi_behav; AReaL measures it against the proximal policy, which is the current
+    one at a step's first update, so there the three act on the same numbers."""
+    cap = _m2po_cap(log_ratio, advantages, resp, tau)
+    _, capped = _clipped_surrogate(torch.exp(log_ratio), advantages, torch.exp(-cap), torch.exp(cap))
+    return {"m2po": resp & ~_m2po_keep(log_ratio, advantages, resp, tau),
+            "m2po_cap": resp & (capped["clipped_low"] | capped["clipped_high"]),
+            "m2po_areal": resp & ~_m2po_areal_keep(log_ratio, resp, tau)}
 
 
 def tis(logp, blogp, advantages, resp, *, prox_logp, eps_low=0.2, eps_high=0.2, tis_cap=2.0):
@@ -98,13 +144,20 @@ def gspo(logp, blogp, advantages, resp, *, eps_low=3e-4, eps_high=4e-4):
     return loss, {key: flag[:, None].expand_as(resp) for key, flag in seq_flags.items()}
 
 
-OBJECTIVES = {f.__name__: f for f in (grpo, no_clip, m2po, m2po_cap, tis, decoupled, gspo)}
+OBJECTIVES = {f.__name__: f for f in (grpo, no_clip, m2po, m2po_cap, m2po_areal, tis, decoupled, gspo)}
+
+
+def needs_proximal(name):
+    """Whether objective `name` takes prox_logp, the log-probs under the policy at the start of the step (False for a
+    loss that is not one of OBJECTIVES, such as dpo)."""
+    return name in OBJECTIVES and any(p.name == "prox_logp" for p in keyword_params(OBJECTIVES[name]))
 
 
 @torch.no_grad()
 def _m2po_keep(log_ratio, advantages, resp, tau):
-    """Algorithm 1 vectorised: sort the candidates by (log r)^2 descending and mask the top k, for the
-    smallest k after which the mean over the remaining candidates is <= tau."""
+    """m2po_algorithm1 in one pass: sort the candidates by (log r)^2 descending (stable: among equal ones the first
+    comes first, as argmax picks) and mask the top k, for the smallest k after which the mean over the remaining
+    candidates is <= tau."""
     candidate = _trust_region(log_ratio, advantages, resp).flatten()
     sq = log_ratio.double().square().flatten()
     order = torch.argsort(torch.where(candidate, sq, -1.0), descending=True, stable=True)  # candidates first
@@ -115,6 +168,21 @@ def _m2po_keep(log_ratio, advantages, resp, tau):
     n_drop = torch.argmax(torch.cat([within, within.new_ones(1)]).int())  # first k that satisfies it
     drop_sorted = torch.arange(order.numel(), device=order.device) < n_drop  # only candidates come first
     return ~torch.empty_like(candidate).scatter_(0, order, drop_sorted).view_as(resp)
+
+
+@torch.no_grad()
+def _m2po_areal_keep(log_ratio, resp, tau):
+    """AReaL's mask: every response token a candidate, sorted by (log r)^2 descending; drop the top k for the
+    smallest k after which the mean of the rest is strictly below tau (none: keep only the smallest one)."""
+    sq = torch.where(resp, log_ratio.double().square(), -1.0).flatten()  # padding sorts last
+    order = torch.argsort(sq, descending=True, stable=True)
+    n = int(resp.sum())
+    rest_mean = sq[order][:n].flip(0).cumsum(0).flip(0) / torch.arange(n, 0, -1, device=sq.device)
+    below = rest_mean < tau
+    n_drop = int(torch.argmax(below.int())) if bool(below.any()) else n - 1
+    keep = torch.zeros_like(sq, dtype=torch.bool)
+    keep[order[n_drop:n]] = True
+    return keep.view_as(resp)
 
 
 @torch.no_grad()
@@ -137,8 +205,8 @@ def _m2po_cap(log_ratio, advantages, resp, tau):
 def m2po_keep_mask(log_ratio, advantages, mask, tau=0.04):
     """M2PO Algorithm 1 mask over the whole batch: False on the dropped tokens (the largest-(log r)^2
     trust-region candidates), True on kept candidates, non-candidates and padding."""
-    _check_number("tau", tau, lambda v: v > 0, "> 0")
-    resp, clean = _prepare({"log_ratio": log_ratio, "advantages": advantages}, mask)
+    check_number("tau", tau, lambda v: v > 0, "> 0")
+    resp, clean = prepare({"log_ratio": log_ratio, "advantages": advantages}, mask)
     return _m2po_keep(clean["log_ratio"], clean["advantages"], resp, tau)
 
 
@@ -146,8 +214,8 @@ def advantage_reweight(advantages, old_logp, alpha):
     """Advantage Reweighting (arXiv 2505.12929): A_t = (alpha * p_old(o_t) + 1 - alpha) * A, p_old detached.
     alpha = 0 returns the advantages unchanged. old_logp must be finite wherever advantages are (any finite
     value on padding)."""
-    _check_number("alpha", alpha, lambda v: 0 <= v <= 1, "in [0, 1]")
-    _check_same_shape({"advantages": advantages, "old_logp": old_logp})
+    check_number("alpha", alpha, lambda v: 0 <= v <= 1, "in [0, 1]")
+    check_same_shape({"advantages": advantages, "old_logp": old_logp})
     prob = torch.exp(old_logp.detach())
     if not bool(torch.isfinite(prob).all()):
         raise ValueError("advantage_reweight: old_logp has NaN or overflowing values")
@@ -156,7 +224,7 @@ def advantage_reweight(advantages, old_logp, alpha):
 
 def lopti_low_mask(old_logp, eta):
     """Lopti (arXiv 2505.12929): True where p_old = exp(old_logp) < eta (literal: a negative eta selects nothing)."""
-    _check_number("eta", eta, lambda v: -1 < v < 1, "in (-1, 1)")
+    check_number("eta", eta, lambda v: -1 < v < 1, "in (-1, 1)")
     return torch.exp(old_logp) < eta
 
 
@@ -169,8 +237,8 @@ def lopti_stages(old_logp, eta, mask):
     between the stages (stage 2's ratio carries stage 1's drift), and passes the full response mask, so the
     token-mean denominator still counts every response token.
     """
-    _check_number("eta", eta, lambda v: -1 < v < 1, "in (-1, 1)")
-    resp, clean = _prepare({"old_logp": old_logp}, mask)
+    check_number("eta", eta, lambda v: -1 < v < 1, "in (-1, 1)")
+    resp, clean = prepare({"old_logp": old_logp}, mask)
     low = lopti_low_mask(clean["old_logp"], abs(eta)) & resp
     stages = [low, resp & ~low] if eta >= 0 else [resp & ~low, low]
     return [stage.to(old_logp.dtype) for stage in stages]
@@ -178,17 +246,17 @@ def lopti_stages(old_logp, eta, mask):
 
 def objective_defaults(name):
     """The tunable parameters of objective `name` with their defaults (prox_logp, a tensor, is not one)."""
-    return {p.name: p.default for p in _keyword_params(_lookup(name)) if p.default is not inspect.Parameter.empty}
+    return {p.name: p.default for p in keyword_params(_lookup(name)) if p.default is not inspect.Parameter.empty}
 
 
 def policy_loss(name, logp, blogp, advantages, mask, **params):
     """Loss (scalar, differentiable w.r.t. logp) and flags of objective `name`; see the module docstring."""
     objective = _lookup(name)
-    _check_params(name, objective, params)
+    check_params(name, objective, params)
     tensors = {"logp": logp, "blogp": blogp, "advantages": advantages}
     if "prox_logp" in params:
         tensors["prox_logp"] = params.pop("prox_logp")
-    resp, clean = _prepare(tensors, mask)
+    resp, clean = prepare(tensors, mask)
     logp = clean.pop("logp")
     blogp, advantages = clean.pop("blogp").detach(), clean.pop("advantages").detach()
     prox = {key: value.detach() for key, value in clean.items()}
@@ -198,88 +266,14 @@ def policy_loss(name, logp, blogp, advantages, mask, **params):
     return loss, {key: (flag & resp if flag.dtype == torch.bool else flag).detach() for key, flag in flags.items()}
 
 
-# ---- input checks: every bad input is a ValueError that names the value and the valid choices ----
-
-_PARAM_RULES = {
-    "eps_low": (lambda v: v >= 0, ">= 0"),
-    "eps_high": (lambda v: v >= 0, ">= 0"),
-    "tau": (lambda v: v > 0, "> 0"),
-    "tis_cap": (lambda v: v > 0, "> 0"),
-    "dual_clip": (lambda v: v > 1, "> 1 (or None for no dual clip)"),
-}
-
-
 def _lookup(name):
     if name not in OBJECTIVES:
         raise ValueError(f"unknown objective {name!r}; valid objectives: {', '.join(OBJECTIVES)}")
     return OBJECTIVES[name]
 
 
-def _keyword_params(objective):
-    return [p for p in inspect.signature(objective).parameters.values() if p.kind is p.KEYWORD_ONLY]
-
-
 def check_objective_params(name, params):
     """Validate an objective's name and hyper-parameters (not the per-token tensors such as prox_logp)."""
     objective = _lookup(name)
-    tensors = {p.name for p in _keyword_params(objective) if p.default is inspect.Parameter.empty}
-    _check_params(name, objective, {**{k: None for k in tensors}, **params})
-
-
-def _check_params(name, objective, params):
-    accepted = {p.name: p for p in _keyword_params(objective)}
-    for key, value in params.items():
-        if key not in accepted:
-            raise ValueError(f"unknown parameter {key!r} for objective {name!r}; valid parameters: "
-                             f"{', '.join(accepted) or 'none'}")
-        if key in _PARAM_RULES and not (key == "dual_clip" and value is None):
-            _check_number(key, value, *_PARAM_RULES[key])
-    for key, p in accepted.items():
-        if p.default is inspect.Parameter.empty and key not in params:
-            raise ValueError(f"objective {name!r} requires {key}=<[B, T] tensor> (log-probs under the policy at "
-                             "the start of the training step)")
-
-
-def _is_number(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _check_number(name, value, rule, valid):
-    if not (_is_number(value) and rule(value)):
-        raise ValueError(f"{name}={value!r} is invalid; it must be a number {valid}")
-
-
-def _check_same_shape(tensors):
-    for key, value in tensors.items():
-        if not isinstance(value, torch.Tensor):
-            raise ValueError(f"{key} must be a torch.Tensor, got {type(value).__name__}")
-    (first, reference), *others = tensors.items()
-    for key, value in others:
-        if value.shape != reference.shape:
-            raise ValueError(f"shape mismatch: {key} has shape {tuple(value.shape)} but {first} has shape "
-                             f"{tuple(reference.shape)}")
-
-
-def _prepare(tensors, mask):
-    """Check [B, T] shapes, a 0/1 mask with at least one response token and finite values on the response
-    tokens (one device sync); return the bool response mask and the tensors, upcast to at least float32,
-    with every padding position set to 0."""
-    _check_same_shape({"mask": mask, **tensors})
-    if mask.dim() != 2:
-        raise ValueError(f"token tensors must be [B, T]; mask has shape {tuple(mask.shape)}")
-    resp = mask != 0
-    checks = [resp.any(), ((mask == 0) | (mask == 1)).all()]
-    checks += [(torch.isfinite(value) | ~resp).all() for value in tensors.values()]
-    has_response, binary, *finite = torch.stack(checks).tolist()
-    if not has_response:
-        raise ValueError("mask has no response token (it must be 1 on at least one token)")
-    if not binary:
-        raise ValueError("mask must hold only 0 and 1 (or False and True)")
-    for key, ok in zip(tensors, finite):
-        if not ok:
-            raise ValueError(f"{key} has NaN or infinite values on response tokens")
-    clean = {}
-    for key, value in tensors.items():
-        value = value.to(torch.promote_types(value.dtype, torch.float32))
-        clean[key] = torch.where(resp, value, torch.zeros((), dtype=value.dtype, device=value.device))
-    return resp, clean
+    tensors = {p.name for p in keyword_params(objective) if p.default is inspect.Parameter.empty}
+    check_params(name, objective, {**{k: None for k in tensors}, **params})

@@ -2,9 +2,10 @@
 
 The model trains on fresh problems every step (prompt + trace + EOS, loss on the trace) and stops as soon as its
 greedy accuracy on the validation split (never the evaluation set) reaches `target_accuracy` (accuracy jumps
-quickly, so a step count would give a different base model for every small change). Checkpoints along the trajectory are kept for chapter 5. The
-result is cached in the RunStore under `warmstart/`, saved with `save_pretrained` and loaded back with
-`from_pretrained`, the same path real checkpoints take.
+quickly, so a step count would give a different base model for every small change). Checkpoints along the
+trajectory are kept for chapter 5. The result is cached in the RunStore under `warmstart/`, saved with
+`save_pretrained` and loaded back with `from_pretrained`, the same path real checkpoints take. Its settings are
+rlbook.config.WarmStartConfig.
 """
 from __future__ import annotations
 
@@ -13,20 +14,22 @@ import hashlib
 import json
 import shutil
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import torch
 
+from .checks import check_type
 from .evaluate import accuracy, completion_budget, validation_problems
 from .models import build_model, set_cpu_threads
 from .progress import progress_bar
-from .runs import RunStore, environment, reference_root, write_json
 from .seeds import stream_seed
+from .storage import default_root, environment, reference_root, write_json
 from .tasks import make_task
 from .versions import WARM_START_VERSION
 
 SCHEDULES = ("constant", "wsd")
+FROM_RUN = ("preset", "task", "task_params")  # a run's warm start trains its own preset on its own task
 
 
 @dataclass
@@ -54,11 +57,29 @@ class WarmStartConfig:
         if min(self.batch_size, self.max_steps, self.eval_every, self.validation_size) <= 0 or self.lr <= 0:
             raise ValueError("batch_size, max_steps, eval_every, validation_size and lr must be > 0")
 
+    @classmethod
+    def check_overrides(cls, overrides: dict) -> None:
+        """Keys, types and values of a run's overrides of its warm start (RunConfig.warm_start; preset, task and
+        task_params come from the run)."""
+        valid = {f.name: f for f in fields(cls) if f.name not in FROM_RUN}
+        unknown = sorted(set(overrides) - set(valid))
+        if unknown:
+            raise ValueError(f"warm_start keys {unknown} are not valid; valid keys: {', '.join(valid)}")
+        for key, value in overrides.items():
+            check_type(f"warm_start.{key}", value, valid[key].default, optional="None" in str(valid[key].type))
+            if isinstance(value, (int, float)) and value < 0:
+                raise ValueError(f"warm_start.{key}={value!r} must be >= 0")
+        try:
+            cls(**overrides)
+        except ValueError as error:
+            raise ValueError(f"warm_start={overrides!r}: {error}") from None
+
     def key(self) -> str:
         """Cache key: the preset, the task and a digest of every setting and of the warm-start code's version."""
-        values = {**asdict(self), "warm_start_version": WARM_START_VERSION}
-        digest = hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()[:10]
-        return f"{self.preset}-{self.task}-{digest}"
+        values = json.dumps({**asdict(self), "warm_start_version": WARM_START_VERSION}, sort_keys=True)
+        return f"{self.preset}-{self.task}-{hashlib.sha256(values.encode()).hexdigest()[:10]}"
+
+
 
 
 def learning_rate(config: WarmStartConfig, step: int) -> float:
@@ -91,15 +112,16 @@ def sft_loss(model, ids, attention, loss_mask) -> torch.Tensor:
     return (nll * loss_mask[:, 1:]).sum() / loss_mask[:, 1:].sum()
 
 
-def warm_start(config: WarmStartConfig, store: RunStore | None = None, progress: bool = True) -> Path:
+def warm_start(config: WarmStartConfig, store=None, progress: bool = True) -> Path:
     """Path of the warm-started checkpoint for this config, training it once if it is not cached.
 
-    A warm start shipped in data/runs/warmstart (a real run of this code, recorded where it ran) is used as is.
+    The cache is `warmstart/` under the root of `store` (a RunStore; None: the default root). A warm start shipped in
+    data/runs/warmstart (a real run of this code, recorded where it ran) is used as is.
     """
     reference = reference_root() / "warmstart" / config.key()
     if (reference / "meta.json").exists() and json.loads((reference / "meta.json").read_text()).get("complete"):
         return reference / "final"
-    path = (store or RunStore()).root / "warmstart" / config.key()
+    path = (default_root() if store is None else store.root) / "warmstart" / config.key()
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.parent / f".{config.key()}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # a second process waits for the first instead of training it twice

@@ -5,10 +5,15 @@ The RunStore only reads and writes runs; this module sits above both, so `runs` 
 from __future__ import annotations
 
 import fcntl
+import importlib.util
+import os
 import warnings
 
+import torch
+
 from . import trainer
-from .config import RunConfig
+from .config import INIT, RunConfig
+from .models import check_checkpoint, get_preset
 from .runs import UNTOUCHED, CorruptRunError, Run, RunStore, SupersededRunWarning, reference_root
 from .versions import TRAINING_VERSION
 
@@ -43,7 +48,7 @@ def run_or_load(config: RunConfig, store: RunStore | None = None, progress: bool
                           "one instead)", SupersededRunWarning, stacklevel=2)
     if run is not None and run.complete:
         return run
-    config.check_runnable()
+    check_runnable(config)
     if run is None:
         trainer.warm_start_of(config, store, progress)  # before the run's directory: a failed warm start leaves none
         try:
@@ -55,3 +60,16 @@ def run_or_load(config: RunConfig, store: RunStore | None = None, progress: bool
         if not run.complete:
             trainer.train(config, run, progress=progress)
     return run
+
+
+def check_runnable(config: RunConfig) -> None:
+    """What this machine must provide to train the run (a GPU for fused_ratio='on', the checkpoint that init or the
+    preset names): checked before a run directory is made or a model is loaded."""
+    interpreted = os.environ.get("TRITON_INTERPRET") == "1" and importlib.util.find_spec("triton") is not None
+    if config.fused_ratio == "on" and not (torch.cuda.is_available() or interpreted):
+        raise ValueError("fused_ratio='on' needs a CUDA GPU (the fused Triton kernel) and none is available; "
+                         "use fused_ratio='auto' (fused only on a GPU) or 'off'")
+    if config.init not in INIT:
+        check_checkpoint("init", config.init)
+    elif get_preset(config.preset).hub_id is not None:
+        check_checkpoint("preset", get_preset(config.preset).hub_id)

@@ -1,7 +1,8 @@
 """Rollouts: sample G completions per prompt with the KV cache, recording what the trainer needs later.
 
-We write the sampling loop ourselves (instead of `generate`) because the behavior log-probability of each sampled
-token must be exactly the log-prob under the distribution it was drawn from: `log softmax(logits / T)`.
+The sampling loop is rlbook.decoding's, which every sampler shares; here its step with a KV cache that grows and
+drops finished rows (`sample`), the batch the trainer takes (`Rollout`, `rollout`) and the batches of a run
+(`BatchSampler`).
 """
 from __future__ import annotations
 
@@ -10,12 +11,13 @@ from dataclasses import dataclass
 
 import torch
 
-from .ops.rows import entropy_terms
+from .decoding import MIN_ROWS, decode_loop, distinct, positions, prefill
+from .engines import engine_of
+from .lean_decoder import LeanDecoder
+from .router_replay import RoutingRecorder, engine_copy, is_moe, join_routing
+from .seeds import stream_seed
+from .static_sampling import static_sample
 from .tasks.base import Problem
-
-# Matrix products of fewer rows take another kernel on the CPU (torch 2.13: M < 4), whose rounding differs: the
-# batch never shrinks below this many rows, so every row's numbers are those of the full batch.
-MIN_ROWS = 4
 
 
 @dataclass
@@ -50,35 +52,6 @@ class Rollout:
                        self.replay_routing)
 
 
-def positions(attention_mask: torch.Tensor) -> torch.Tensor:
-    """Position ids that skip left padding."""
-    return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
-
-
-def distinct(prompts: list) -> tuple[list[int], torch.Tensor]:
-    """(rows of the first occurrence of each distinct prompt, index [B] of every prompt's row among them); prompts
-    are strings or tuples of token ids."""
-    first: dict = {}
-    for row, prompt in enumerate(prompts):
-        first.setdefault(prompt, row)
-    index = {prompt: k for k, prompt in enumerate(first)}
-    return list(first.values()), torch.tensor([index[p] for p in prompts])
-
-
-def prefill(model, ids: torch.Tensor, mask: torch.Tensor, inverse: torch.Tensor):
-    """(last-position logits [B, V], KV cache of B rows) of the prompts ids[inverse] (ids: the distinct prompts):
-    on the CPU each distinct prompt runs once, then is copied to its rows (a GRPO batch repeats every prompt
-    group_size times; a row's result does not depend on the batch's other rows there,
-    tests/test_speed_equivalence.py)."""
-    if ids.device.type != "cpu" or ids.numel() < MIN_ROWS:
-        ids, mask = ids[inverse], mask[inverse]
-    out = model(input_ids=ids, attention_mask=mask, position_ids=positions(mask), use_cache=True)
-    if len(ids) == len(inverse):
-        return out.logits[:, -1], out.past_key_values
-    out.past_key_values.reorder_cache(inverse)
-    return out.logits[:, -1][inverse], out.past_key_values
-
-
 def still_running(done: torch.Tensor, floor: int) -> torch.Tensor:
     """Positions (ascending) of the rows to keep in the batch: the unfinished ones, topped up to `floor` rows with
     finished ones."""
@@ -95,63 +68,60 @@ def step_mask(rows: torch.Tensor, attention: torch.Tensor) -> torch.Tensor:
     return rows[:, None, None, :].bool()
 
 
-def draw(logits: torch.Tensor, temperature: float, generator: torch.Generator | None):
-    """One token per row [B] from logits [B, V] (greedy when temperature == 0), its behaviour log-prob
-    log softmax(logits / T)[token] [B], and the log-probs of the distribution it was drawn from [B, V]."""
-    logprobs = torch.log_softmax(logits / temperature if temperature else logits, -1)
-    token = torch.multinomial(logprobs.exp(), 1, generator=generator)[:, 0] if temperature else logits.argmax(-1)
-    return token, logprobs.gather(-1, token[:, None])[:, 0], logprobs
+class ShrinkingCache:
+    """The decoding step of `sample`: the KV cache grows by one position per step and, on the CPU, drops the rows
+    that finished (down to MIN_ROWS rows), so the work scales with the rows still running."""
+
+    def __init__(self, model, cache, prompt_mask: torch.Tensor, router=None):
+        self.model, self.cache, self.attention, self.router = model, cache, prompt_mask, router
+        self.running = torch.arange(len(prompt_mask), device=prompt_mask.device)
+        self.floor = MIN_ROWS if prompt_mask.device.type == "cpu" else len(prompt_mask)
+
+    def __call__(self, token: torch.Tensor, live: torch.Tensor, finished: torch.Tensor, t: int) -> torch.Tensor:
+        self.attention = torch.cat([self.attention, live[:, None].long()], dim=1)
+        keep = still_running(finished[self.running], self.floor)
+        if len(keep) < len(self.running):
+            self.cache.batch_select_indices(keep)
+            self.running = self.running[keep]
+        rows = self.attention[self.running]
+        out = self.model(input_ids=token[self.running, None], attention_mask=step_mask(rows, self.attention),
+                         position_ids=positions(rows)[:, -1:], past_key_values=self.cache, use_cache=True)
+        self.cache = out.past_key_values
+        if self.router is not None:
+            self.router.after_step(self.running)
+        return full_batch(out.logits[:, -1], self.running, len(finished))
+
+
+def full_batch(last: torch.Tensor, running: torch.Tensor, rows: int) -> torch.Tensor:
+    """float32 logits [rows, V]: the running rows' own, 0 (uniform) for the rows that left the batch."""
+    return last.float().new_zeros(rows, last.shape[-1]).index_copy_(0, running, last.float())
 
 
 def sample(model, tokenizer, prompts: list[str], max_new_tokens: int, temperature: float = 1.0,
            generator: torch.Generator | None = None, graph: bool = False, router=None):
     """Sample one completion per prompt (greedy when temperature == 0). Returns ids, mask, logp, prompt ids/mask.
 
-    On the CPU only the rows still running go through the model (the KV cache drops finished rows, down to
-    MIN_ROWS); the sampling step still sees all B rows (finished rows get uniform logits, their draw is discarded),
-    so the random stream, and with it every sampled token, is the same as when every row runs to the end.
+    On the CPU only the rows still running go through the model (ShrinkingCache); the draw still sees all B rows
+    (rlbook.decoding.decode_loop), so the random stream, and with it every sampled token, is the same as when every
+    row runs to the end.
 
     graph=True samples under grad mode: logp carries the graph to the model's trainable parameters (the on-policy
-    update backpropagates through it, RunConfig.sampling_graph), and a sixth value holds each token's entropy [B, C]
-    of the sampling distribution. `router` (a router_replay.RoutingRecorder installed on the model) is told which
-    rows and positions each model call ran."""
+    update backpropagates through it: the graph engine, rlbook.engines), and a sixth value holds each token's entropy
+    [B, C] of the sampling distribution. `router` (a router_replay.RoutingRecorder installed on the model) is told
+    which rows and positions each model call ran."""
     with torch.set_grad_enabled(graph):
         device = next(model.parameters()).device
         rows, inverse = distinct(prompts)
         enc = tokenizer([prompts[r] for r in rows], return_tensors="pt", padding=True, add_special_tokens=False)
         ids, mask, inverse = enc["input_ids"].to(device), enc["attention_mask"].to(device), inverse.to(device)
         prompt_ids, prompt_mask = ids[inverse], mask[inverse]
-        attention, finished = prompt_mask, torch.zeros(len(prompts), dtype=torch.bool, device=device)
-        running, floor = torch.arange(len(prompts), device=device), MIN_ROWS if device.type == "cpu" else len(prompts)
         last, cache = prefill(model, ids, mask, inverse)
         if router is not None:
             router.after_prefill(inverse, ids.shape[1])
-        tokens, logps, masks, entropies = [], [], [], []
-        for _ in range(max_new_tokens):
-            logits = last.float().new_zeros(len(prompts), last.shape[-1]).index_copy_(0, running, last.float())
-            token, logp, logprobs = draw(logits, temperature, generator)
-            live = ~finished
-            tokens.append(torch.where(live, token, tokenizer.pad_token_id))
-            logps.append(torch.where(live, logp, 0.0))
-            masks.append(live)
-            if graph:
-                entropies.append(torch.where(live, entropy_terms(logprobs.detach()), 0.0))
-            finished = finished | (token == tokenizer.eos_token_id)
-            if finished.all():
-                break
-            attention = torch.cat([attention, live[:, None].long()], dim=1)
-            keep = still_running(finished[running], floor)
-            if len(keep) < len(running):
-                cache.batch_select_indices(keep)
-                running = running[keep]
-            rows = attention[running]
-            out = model(input_ids=tokens[-1][running, None], attention_mask=step_mask(rows, attention),
-                        position_ids=positions(rows)[:, -1:], past_key_values=cache, use_cache=True)
-            last, cache = out.logits[:, -1], out.past_key_values
-            if router is not None:
-                router.after_step(running)
-        out = prompt_ids, prompt_mask, torch.stack(tokens, 1), torch.stack(masks, 1).float(), torch.stack(logps, 1)
-        return (*out, torch.stack(entropies, 1)) if graph else out
+        step = ShrinkingCache(model, cache, prompt_mask, router)
+        out = decode_loop(step, full_batch(last, step.running, len(prompts)), max_new_tokens, temperature, generator,
+                          tokenizer.eos_token_id, tokenizer.pad_token_id, entropy=graph)
+        return prompt_ids, prompt_mask, *out
 
 
 def decode(tokenizer, response_ids: torch.Tensor, response_mask: torch.Tensor) -> list[str]:
@@ -175,7 +145,6 @@ def rollout(model, tokenizer, task, problems: list[Problem], group_size: int, ma
     model.eval()
     texts = [p["prompt"] for p in repeated]
     if static:
-        from .static_sampling import static_sample  # it builds on this module
         prompt_ids, prompt_mask, ids, mask, logp = static_sample(model, tokenizer, texts, max_new_tokens, temperature,
                                                                  generator)
         entropy = []
@@ -192,3 +161,56 @@ def rollout(model, tokenizer, task, problems: list[Problem], group_size: int, ma
     return Rollout(prompt_ids.cpu(), prompt_mask.cpu(), ids.cpu(), mask.cpu(), logp.detach().cpu(), rewards, correct,
                    completions, repeated, policy_version, logp if graph else None, entropy[0] if graph else None,
                    routing)
+
+
+def join_rollouts(parts: list[Rollout], pad_id: int) -> Rollout:
+    """One batch from rollouts sampled in turn (rollout_batch_size): prompts left-, responses right-padded."""
+    if len(parts) == 1:
+        return parts[0]
+
+    def cat(name: str, value=0, left: bool = False) -> torch.Tensor:
+        tensors = [getattr(p, name) for p in parts]
+        width = max(t.shape[1] for t in tensors)
+        return torch.cat([torch.nn.functional.pad(t, (width - t.shape[1], 0) if left else (0, width - t.shape[1]),
+                                                  value=value) for t in tensors])
+
+    routing = None if parts[0].routing is None else join_routing([p.routing for p in parts],
+                                                                    [p.prompt_ids.shape[1] for p in parts])
+    return Rollout(cat("prompt_ids", pad_id, left=True), cat("prompt_mask", left=True), cat("response_ids", pad_id),
+                   cat("response_mask"), cat("behavior_logp"), torch.cat([p.rewards for p in parts]),
+                   torch.cat([p.correct for p in parts]), [c for p in parts for c in p.completions],
+                   [q for p in parts for q in p.problems], parts[0].policy_version, routing=routing,
+                   replay_routing=parts[0].replay_routing)
+
+
+class BatchSampler:
+    """The rollout batches of a run: at step s, prompts_per_step problems of the step's prompt stream, group_size
+    completions each, rollout_batch_size sequences at a time (the KV cache bound), drawn from the run's rollout
+    stream through the engine's sampler (the model, or a lean copy refreshed with its current weights) at the rollout
+    precision, with the experts of every token recorded on a mixture of experts (rlbook.router_replay)."""
+
+    def __init__(self, model, tokenizer, task, config, max_new_tokens: int):
+        self.model, self.tokenizer, self.task, self.config, self.max_new_tokens = model, tokenizer, task, config, \
+            max_new_tokens
+        self.device, self.engine, self.moe = next(model.parameters()).device, engine_of(config), is_moe(model)
+        self.generator = torch.Generator(device=self.device).manual_seed(stream_seed("rollout", config.seed))
+        self.lean = LeanDecoder(model, merged=self.engine.merged_sampling) if self.engine.lean_sampler else None
+        if config.router_replay and not self.moe:
+            raise ValueError(f"router_replay=True needs a mixture-of-experts model; {config.init!r} is dense")
+
+    def __call__(self, step: int, version: int) -> Rollout:
+        """The batch of `step`, sampled with the model's current weights (`version`: the updates they have had)."""
+        config = self.config
+        problems = self.task.generate(config.prompts_per_step, seed=stream_seed("rl_prompts", config.seed, step))
+        per_call = config.rollout_batch_size // config.group_size or len(problems)  # prompts sampled at once
+        policy = self.lean.refresh(self.model) if self.lean is not None else self.model  # the current weights
+        policy = engine_copy(policy, config.rollout_dtype)  # as the inference engine holds them
+        noise = (torch.Generator(device=self.device).manual_seed(stream_seed("router_noise", config.seed, step))
+                 if config.router_noise else None)
+        batch = join_rollouts([rollout(policy, self.tokenizer, self.task, problems[i:i + per_call], config.group_size,
+                                       self.max_new_tokens, config.temperature, self.generator, policy_version=version,
+                                       graph=self.engine.sampling_graph, static=self.engine.static_sampling,
+                                       router=RoutingRecorder(policy, config.router_noise, noise) if self.moe else None)
+                               for i in range(0, len(problems), per_call)], self.tokenizer.pad_token_id)
+        batch.replay_routing = config.router_replay
+        return batch

@@ -20,6 +20,8 @@ from contextlib import contextmanager
 
 import torch
 
+from .checks import choose
+
 NOT_ROUTED = 255  # uint8 sentinel: this position's routing was not recorded (the trainer routes it itself)
 ENGINE_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
@@ -39,6 +41,19 @@ def engine_copy(model, dtype: str):
     if dtype not in ENGINE_DTYPES:
         raise ValueError(f"rollout dtype {dtype!r} is not valid; choose one of: {', '.join(ENGINE_DTYPES)}")
     return model if dtype == "float32" else copy.deepcopy(model).to(ENGINE_DTYPES[dtype]).eval()
+
+
+def check_router_settings(config) -> None:
+    """Rollout precision, router noise and router replay of a RunConfig (chapter 6): the last two need a mixture of
+    experts (a checkpoint directory's architecture is checked when it is loaded)."""
+    from .models import PRESETS
+
+    choose("rollout_dtype", config.rollout_dtype, list(ENGINE_DTYPES))
+    if config.router_noise < 0:
+        raise ValueError(f"router_noise={config.router_noise} must be >= 0 (a standard deviation; 0: none)")
+    if (config.router_noise or config.router_replay) and not (PRESETS[config.preset].moe or config.from_checkpoint):
+        raise ValueError(f"router_noise and router_replay act on a mixture of experts; preset {config.preset!r} is "
+                         f"dense (choose one of: {', '.join(n for n, p in PRESETS.items() if p.moe)})")
 
 
 def top_k_gate(router, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -142,7 +157,7 @@ def replaying(model, experts: torch.Tensor | None):
             if planned.shape != own.shape:
                 raise ValueError(f"router replay: layer {layer} routed {own.shape[0]} tokens but {planned.shape[0]} "
                                  "were recorded; replay needs the forward over the whole [B, P + C] sequence "
-                                 "(not prefix_sharing)")
+                                 "(not the shared prompts of the fast engine)")
             chosen = torch.where(planned == NOT_ROUTED, own, planned.long())
             return logits, replay_gate(router, logits, chosen), chosen
         return replay

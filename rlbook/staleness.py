@@ -7,6 +7,8 @@ u - s. Before any such batch exists (the first s updates) the queue holds batche
 """
 from __future__ import annotations
 
+from collections import deque
+
 
 def queue_depth(staleness: int, updates_per_step: int) -> int:
     if staleness < 0:
@@ -17,3 +19,23 @@ def queue_depth(staleness: int, updates_per_step: int) -> int:
                          f"{[updates_per_step * m for m in (0, 1, 4, 16)]}")
     return staleness // updates_per_step
 
+
+class StaleQueue:
+    """The FIFO of rollout batches between sampling and training, `depth` batches deep; `sample(step, update)` makes
+    the batch of a step (rlbook.rollout.BatchSampler, or the semi-online generator around it)."""
+
+    def __init__(self, staleness: int, updates_per_batch: int, total_steps: int):
+        self.depth, self.total_steps, self.batches = queue_depth(staleness, updates_per_batch), total_steps, deque()
+
+    def fill(self, sample) -> None:
+        """At the start of a run: the batches of the first `depth` steps, sampled by the base model (steps -1, -2, ...,
+        each its own prompts)."""
+        while len(self.batches) < self.depth:
+            self.batches.append(sample(-1 - len(self.batches), 0))
+
+    def next_batch(self, step: int, update: int, sample):
+        """The batch `step` trains on, after queueing the batch sampled at this step (unless the run would end before
+        training it)."""
+        if step + self.depth < self.total_steps:
+            self.batches.append(sample(step, update))
+        return self.batches.popleft()

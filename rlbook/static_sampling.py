@@ -2,12 +2,13 @@
 
 `rollout.sample` grows its KV cache by concatenation and drops finished rows from the batch: right for a CPU, where
 the work scales with the rows still running, but every step has new shapes, and on a GPU a nano model's step is a
-few hundred kernel launches around microseconds of arithmetic. Here (RunConfig.static_sampling) the cache is
+few hundred kernel launches around microseconds of arithmetic. Here (the static engine, rlbook.engines) the cache is
 allocated once for prompt + max_new_tokens positions, every row runs to the end (a finished row's keys are masked
 out), and a decoding step reads its inputs from fixed buffers: on CUDA the step is recorded once per batch as a CUDA
 graph and then replayed, one launch per token; on the CPU the same step runs eagerly, which is how the tests hold
 it to `rollout.sample` (tests/test_static_sampling.py). The draw itself (temperature, random stream, behaviour
-log-probs) stays outside the graph and is `rollout.draw`, so the same seed draws the same tokens.
+log-probs) stays outside the graph, in the decoding loop both samplers share (rlbook.decoding), so the same seed
+draws the same tokens.
 
 The step runs the lean decoder (`rlbook.lean_decoder.LeanDecoder`, LoRA merged): a dense Qwen3 policy only.
 """
@@ -15,8 +16,8 @@ from __future__ import annotations
 
 import torch
 
+from .decoding import decode_loop, distinct, positions, prefill
 from .lean_decoder import KVCache, LeanDecoder
-from .rollout import distinct, draw, positions, prefill
 
 
 class StaticKVCache:
@@ -39,19 +40,23 @@ class StaticKVCache:
 
 
 class DecodeStep:
-    """One token per row through `decoder` over a static cache, from fixed input buffers (token, position ids, the
-    key mask over all `length` positions); with cuda_graph=True recorded as a CUDA graph at the first call (after one
-    eager warm-up on a side stream, with that call's inputs) and replayed from then on."""
+    """One token per row through `decoder` over a static cache (a `decoding.Step`), from fixed input buffers (token,
+    position ids, the key mask over all `length` positions); with cuda_graph=True recorded as a CUDA graph at the
+    first call (after one eager warm-up on a side stream, with that call's inputs) and replayed from then on."""
 
-    def __init__(self, decoder: LeanDecoder, cache: StaticKVCache, rows: int, length: int, cuda_graph: bool):
-        device = cache.keys[0].device
+    def __init__(self, decoder: LeanDecoder, cache: StaticKVCache, prompt_mask: torch.Tensor, length: int,
+                 cuda_graph: bool):
+        rows, device = len(prompt_mask), prompt_mask.device
         self.decoder, self.cache, self.cuda_graph, self.graph = decoder, cache, cuda_graph, None
+        self.width, self.next_position = prompt_mask.shape[1], positions(prompt_mask)[:, -1:] + 1
+        self.keys = torch.zeros(rows, length, dtype=torch.bool, device=device)  # which positions each row attends to
+        self.keys[:, :self.width] = prompt_mask.bool()
         self.token = torch.zeros(rows, 1, dtype=torch.long, device=device)
         self.position_ids = torch.zeros(rows, 1, dtype=torch.long, device=device)
-        self.keys = torch.zeros(rows, 1, 1, length, dtype=torch.bool, device=device)
+        self.key_mask = torch.zeros(rows, 1, 1, length, dtype=torch.bool, device=device)
 
     def _run(self) -> torch.Tensor:
-        return self.decoder(input_ids=self.token, attention_mask=self.keys, position_ids=self.position_ids,
+        return self.decoder(input_ids=self.token, attention_mask=self.key_mask, position_ids=self.position_ids,
                             past_key_values=self.cache).logits[:, -1]
 
     def _capture(self) -> None:
@@ -67,19 +72,23 @@ class DecodeStep:
         with torch.cuda.graph(self.graph):
             self.logits = self._run()
 
-    def __call__(self, token: torch.Tensor, position_ids: torch.Tensor, keys: torch.Tensor, at: int) -> torch.Tensor:
-        """Last-position logits [B, V] after feeding `token` [B, 1] at cache position `at` (on CUDA a view of the
-        graph's output buffer: read it before the next call)."""
-        self.token.copy_(token)
-        self.position_ids.copy_(position_ids)
-        self.keys.copy_(keys[:, None, None, :])
+    def __call__(self, token: torch.Tensor, live: torch.Tensor, finished: torch.Tensor, t: int) -> torch.Tensor:
+        """float32 logits [B, V] after feeding the tokens [B] drawn at step t (a finished row's: 0); the new token is a
+        key for later steps only where its row was still running."""
+        at = self.width + t
+        self.keys[:, at] = live
+        self.token.copy_(token[:, None])
+        self.position_ids.copy_(self.next_position + t)
+        self.key_mask.copy_(self.keys[:, None, None, :])
         self.cache.position.fill_(at)
         if not self.cuda_graph:
-            return self._run()
-        if self.graph is None:
-            self._capture()
-        self.graph.replay()
-        return self.logits
+            last = self._run()
+        else:
+            if self.graph is None:
+                self._capture()
+            self.graph.replay()
+            last = self.logits  # the graph's output buffer: read before the next replay
+        return torch.where(finished[:, None], 0.0, last.float())
 
 
 @torch.no_grad()
@@ -96,24 +105,9 @@ def static_sample(decoder: LeanDecoder, tokenizer, prompts: list[str], max_new_t
     ids, mask, inverse = enc["input_ids"].to(device), enc["attention_mask"].to(device), inverse.to(device)
     prompt_ids, prompt_mask = ids[inverse], mask[inverse]
     last, prefilled = prefill(decoder, ids, mask, inverse)
-    width, length = ids.shape[1], ids.shape[1] + max_new_tokens
-    cache = StaticKVCache(prefilled, length)
-    keys = torch.zeros(len(prompts), length, dtype=torch.bool, device=device)
-    keys[:, :width] = prompt_mask.bool()
-    step = DecodeStep(decoder, cache, len(prompts), length, device.type == "cuda" if cuda_graph is None else cuda_graph)
-    next_position = positions(prompt_mask)[:, -1:] + 1
-    finished = torch.zeros(len(prompts), dtype=torch.bool, device=device)
-    tokens, logps, masks = [], [], []
-    for t in range(max_new_tokens):
-        logits = torch.where(finished[:, None], 0.0, last.float())  # finished rows: uniform, their draw discarded
-        token, logp, _ = draw(logits, temperature, generator)
-        live = ~finished
-        tokens.append(torch.where(live, token, tokenizer.pad_token_id))
-        logps.append(torch.where(live, logp, 0.0))
-        masks.append(live)
-        finished = finished | (token == tokenizer.eos_token_id)
-        if finished.all():
-            break
-        keys[:, width + t] = live  # the new token is a key for later steps only where its row was still running
-        last = step(tokens[-1][:, None], next_position + t, keys, width + t)
-    return prompt_ids, prompt_mask, torch.stack(tokens, 1), torch.stack(masks, 1).float(), torch.stack(logps, 1)
+    length = ids.shape[1] + max_new_tokens
+    step = DecodeStep(decoder, StaticKVCache(prefilled, length), prompt_mask, length,
+                      device.type == "cuda" if cuda_graph is None else cuda_graph)
+    out = decode_loop(step, last.float(), max_new_tokens, temperature, generator, tokenizer.eos_token_id,
+                      tokenizer.pad_token_id)
+    return prompt_ids, prompt_mask, *out

@@ -8,6 +8,8 @@ import math
 
 import torch
 
+from .objectives import m2po_variant_removals
+
 # Edges of the |r - 1| bins; bin i holds edges[i] <= |r - 1| < edges[i + 1]. In the output of `summarize`
 # the last edge (infinity, an open-ended bin) is written as None so the dict stays strict JSON.
 RATIO_DEV_EDGES = (0.0, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0, math.inf)
@@ -21,7 +23,9 @@ def summarize(logp, blogp, advantages, mask, entropy, flags, eta=0.5):
     (A>0 & r>1) | (A<0 & r<1)), low_prob_frac: fractions of the response tokens; entropy (all response tokens),
     entropy_clipped, entropy_masked, entropy_kept (neither clipped nor masked): mean entropies; m2 and m2_kept
     (not masked): mean (log r)^2; kl_k3: mean of r - 1 - log r; tokens_pos_adv, tokens_neg_adv,
-    tokens_zero_adv: counts; ratio_bins: {"edges", "count", "entropy"} over RATIO_DEV_EDGES of |r - 1|.
+    tokens_zero_adv: counts; ratio_bins: {"edges", "count", "entropy"} over RATIO_DEV_EDGES of |r - 1|;
+    removed_frac_<v> and entropy_removed_<v>: what each M2PO variant v (m2po, m2po_cap, m2po_areal; tau 0.04) would
+    take out of this very batch, whatever the objective that trains it.
     """
     resp = mask != 0
 
@@ -42,6 +46,9 @@ def summarize(logp, blogp, advantages, mask, entropy, flags, eta=0.5):
         "m2": (log_ratio.square(), resp), "m2_kept": (log_ratio.square(), resp & ~masked),
         "kl_k3": (ratio - 1 - log_ratio, resp), "low_prob_frac": (low_prob, resp),
     }
+    for variant, removed in m2po_variant_removals(log_ratio, adv, resp).items():
+        means[f"removed_frac_{variant}"] = (removed, resp)
+        means[f"entropy_removed_{variant}"] = (ent, removed)
     sums = [(values.double() * selection).sum() for values, selection in means.values()]
     counts = [selection.sum().double() for _, selection in means.values()]
     signs = [(resp & (adv > 0)).sum(), (resp & (adv < 0)).sum(), (resp & (adv == 0)).sum()]

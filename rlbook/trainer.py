@@ -1,11 +1,11 @@
 """The GRPO / M2PO trainer: rollouts -> group advantages -> stale FIFO -> objective -> AdamW, one metrics row per update.
 
-One training step samples `prompts_per_step x group_size` completions and makes `updates_per_step` model updates
-with them (mini-batches of whole groups, each sample used once per epoch). With staleness s the batch a step trains
-on was sampled s updates earlier (see staleness.py): a constant lag. With `sync_every` = k > 1 (semi-online) the
-batches are fresh but sampled by a frozen copy of the policy refreshed every k updates, so the lag cycles 0..k-1
-(0: never refreshed, offline from the starting model); the copy is in the checkpoint. Checkpoints are taken at step boundaries, so a resumed run
-continues exactly where the uninterrupted one would have been.
+One training step samples `prompts_per_step x group_size` completions (rlbook.rollout.BatchSampler) and makes
+`updates_per_step` model updates with them (mini-batches of whole groups, each sample used once per epoch). With
+staleness s the batch a step trains on was sampled s updates earlier (rlbook.staleness.StaleQueue): a constant lag.
+With `sync_every` = k > 1 the batches are fresh but sampled by a frozen copy of the policy refreshed every k updates
+(rlbook.semi_online), so the lag cycles 0..k-1. Checkpoints are taken at step boundaries and hold the queue and the
+copy, so a resumed run continues exactly where the uninterrupted one would have been.
 """
 from __future__ import annotations
 
@@ -13,29 +13,29 @@ import math
 import time
 import warnings
 from collections import deque
+from functools import partial
 
 import torch
 
 from .advantages import group_advantages, zero_variance_fraction
 from .config import RunConfig
-from .evaluate import accuracy, completion_budget, evaluation_problems, sampled_eval_seed
+from .evaluate import completion_budget, evaluation_problems, evaluation_row
 from .models import LARGE_HIDDEN, add_lora, build_model, get_preset, load_pretrained, set_cpu_threads
-from .lean_decoder import LeanDecoder
 from .losspath import accumulate_gradients, loss_and_tokens, loss_path, no_grad_stats, sequence_inputs
-from .objectives import advantage_reweight, lopti_stages
+from .objectives import advantage_reweight, lopti_stages, needs_proximal
 from .pretrain import WarmStartConfig, warm_start
 from .progress import progress_bar
-from .rollout import Rollout, rollout
-from .router_replay import RoutingRecorder, engine_copy, extreme_fraction, is_moe, join_routing, mismatch_stats
+from .rollout import BatchSampler, Rollout
+from .router_replay import extreme_fraction, mismatch_stats
 from .runs import UNTOUCHED, CorruptRunError, Run, RunStore, environment
 from .seeds import stream_seed
-from .staleness import queue_depth
+from .semi_online import SemiOnlineGenerator
+from .staleness import StaleQueue
 from .tasks import make_task
 from .token_stats import summarize
 from .versions import TRAINING_VERSION
 
 TIMING_KEYS = ("wall_time_s", "tokens_per_s", "update_s", "sample_s")  # a row's clock readings (vary run to run)
-PROXIMAL_OBJECTIVES = ("tis", "decoupled")  # they need the policy of the step's start (recomputed once per step)
 warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*")
 
 
@@ -110,44 +110,35 @@ def train_update(model, optimizer, batch: Rollout, sample_advantages, prox_logp,
     return row
 
 
-def join_rollouts(parts: list[Rollout], pad_id: int) -> Rollout:
-    """One batch from rollouts sampled in turn (rollout_batch_size): prompts left-, responses right-padded."""
-    if len(parts) == 1:
-        return parts[0]
-
-    def cat(name: str, value=0, left: bool = False) -> torch.Tensor:
-        tensors = [getattr(p, name) for p in parts]
-        width = max(t.shape[1] for t in tensors)
-        return torch.cat([torch.nn.functional.pad(t, (width - t.shape[1], 0) if left else (0, width - t.shape[1]),
-                                                  value=value) for t in tensors])
-
-    routing = None if parts[0].routing is None else join_routing([p.routing for p in parts],
-                                                                    [p.prompt_ids.shape[1] for p in parts])
-    return Rollout(cat("prompt_ids", pad_id, left=True), cat("prompt_mask", left=True), cat("response_ids", pad_id),
-                   cat("response_mask"), cat("behavior_logp"), torch.cat([p.rewards for p in parts]),
-                   torch.cat([p.correct for p in parts]), [c for p in parts for c in p.completions],
-                   [q for p in parts for q in p.problems], parts[0].policy_version, routing=routing,
-                   replay_routing=parts[0].replay_routing)
-
-
 def batch_row(batch: Rollout, group_size: int) -> dict:
     return {"reward": batch.rewards.mean().item(), "train_acc": batch.correct.float().mean().item(),
             "zero_std_frac": zero_variance_fraction(batch.rewards, group_size),
             "response_len": batch.response_mask.sum(1).mean().item()}
 
 
-def save_state(run: Run, model, optimizer, update: int, queue, generator, snapshot=None) -> None:
+def mini_batches(rows: int, config: RunConfig) -> list[tuple[int, torch.Tensor]]:
+    """(epoch, rows) of every update a rollout batch of `rows` sequences feeds: updates_per_step mini-batches of whole
+    groups per epoch, each sample used once per epoch."""
+    groups = torch.arange(rows).view(-1, config.group_size)
+    return [(epoch, part.flatten()) for epoch in range(config.epochs) for part in groups.chunk(config.updates_per_step)]
+
+
+def save_state(run: Run, model, optimizer, update: int, batches, generator, snapshot=None) -> None:
     trainable = {name: p.detach() for name, p in model.named_parameters() if p.requires_grad}
     tmp = run.path / ".state.pt.tmp"
     extra = {} if snapshot is None else {"snapshot": snapshot}  # sync_every != 1: the generator's frozen weights
-    torch.save({"update": update, "model": trainable, "optimizer": optimizer.state_dict(), "queue": list(queue),
+    torch.save({"update": update, "model": trainable, "optimizer": optimizer.state_dict(), "queue": list(batches),
                 "generator": generator.get_state(), **extra}, tmp)
     tmp.replace(run.path / "state.pt")
 
 
-def load_state(run: Run, state: dict, model, optimizer, generator) -> None:
-    """Restore what save_state saved; the trainable weights must be exactly this model's trainable parameters."""
-    path = run.path / "state.pt"
+def resume(run: Run, model, optimizer, generator) -> tuple[int, deque, dict | None]:
+    """Restore what save_state saved (weights, optimizer, random stream) and return (update, queued batches, the
+    semi-online snapshot); (0, empty, None) for a run without a checkpoint. The trainable weights must be exactly this
+    model's trainable parameters."""
+    state, path = run.read_state(), run.path / "state.pt"
+    if state is None:
+        return 0, deque(), None
     expected = {name for name, p in model.named_parameters() if p.requires_grad}
     missing, unexpected = sorted(expected - state["model"].keys()), sorted(state["model"].keys() - expected)
     if missing or unexpected:
@@ -159,6 +150,7 @@ def load_state(run: Run, state: dict, model, optimizer, generator) -> None:
         generator.set_state(state["generator"])
     except (RuntimeError, ValueError, TypeError, KeyError) as error:
         raise CorruptRunError(f"{path} does not fit this run ({str(error).splitlines()[0]}); {UNTOUCHED}") from None
+    return state["update"], deque(state["queue"]), state.get("snapshot")
 
 
 def train(config: RunConfig, run: Run, progress: bool = True) -> None:
@@ -166,114 +158,52 @@ def train(config: RunConfig, run: Run, progress: bool = True) -> None:
     set_cpu_threads()
     torch.manual_seed(stream_seed("init", config.seed))
     model, tokenizer = init_policy(config, RunStore(run.path.parent.parent), progress)
-    device = next(model.parameters()).device
     task = make_task(config.task, **config.task_params)
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=config.lr,
                                   weight_decay=config.weight_decay)
-    generator = torch.Generator(device=device).manual_seed(stream_seed("rollout", config.seed))
-    per_batch = config.updates_per_step * config.epochs
-    depth, total_steps = queue_depth(config.staleness, per_batch), math.ceil(config.total_updates / per_batch)
     max_new = config.max_new_tokens or completion_budget(task, tokenizer)
-    eval_set = evaluation_problems(config.task, config.task_params, config.eval_size)
-    path = loss_path(config, device)
-    update, queue, snapshot = 0, deque(), None
-    state = run.read_state()
-    if state is not None:
-        load_state(run, state, model, optimizer, generator)
-        update, queue, snapshot = state["update"], deque(state["queue"]), state.get("snapshot")
+    sampler, per_batch = BatchSampler(model, tokenizer, task, config, max_new), config.updates_per_step * config.epochs
+    queue = StaleQueue(config.staleness, per_batch, math.ceil(config.total_updates / per_batch))
+    update, queue.batches, snapshot = resume(run, model, optimizer, sampler.generator)
+    source = SemiOnlineGenerator(model, sampler, config.sync_every, snapshot)  # online: the sampler itself
+    path = loss_path(config, sampler.device)
     run.truncate(update if update else -1)  # rows past the checkpoint (or of a run killed before one) are re-made
     run.update_meta(complete=False, resumed_at=update or None, fused_ratio=path not in ("reference", "shared"),
-                    loss_path=path,
-                    training_version=TRAINING_VERSION,
-                    **environment())
-
-    moe = is_moe(model)  # rollouts record the experts of every token (rlbook.router_replay)
-    if config.router_replay and not moe:
-        raise ValueError(f"router_replay=True needs a mixture-of-experts model; {config.init!r} is dense")
-    lean = config.merged_sampling or config.sampling_graph
-    sampler = LeanDecoder(model, merged=config.merged_sampling) if lean else None
-
-    def sample_batch(step: int) -> Rollout:
-        nonlocal snapshot
-        if config.sync_every == 1:
-            return sample_with_current_weights(step, update)
-        # Semi-online (arXiv 2506.21495): the generator is a frozen copy of the policy, refreshed every sync_every
-        # updates (0: never, offline from the starting model), so the lag cycles 0..sync_every-1.
-        if snapshot is None or (config.sync_every and update - snapshot["version"] >= config.sync_every):
-            snapshot = {"version": update, "weights": {name: p.detach().clone()
-                                                       for name, p in model.named_parameters() if p.requires_grad}}
-        if snapshot["version"] == update:
-            return sample_with_current_weights(step, update)
-        current = {name: p.detach().clone() for name, p in model.named_parameters() if p.requires_grad}
-        model.load_state_dict(snapshot["weights"], strict=False)
-        try:
-            return sample_with_current_weights(step, snapshot["version"])
-        finally:
-            model.load_state_dict(current, strict=False)
-
-    def sample_with_current_weights(step: int, version: int) -> Rollout:
-        problems = task.generate(config.prompts_per_step, seed=stream_seed("rl_prompts", config.seed, step))
-        per_call = config.rollout_batch_size // config.group_size or len(problems)  # prompts sampled at once
-        policy = sampler.refresh(model) if sampler is not None else model  # the current weights
-        policy = engine_copy(policy, config.rollout_dtype)  # as the inference engine holds them
-        noise = (torch.Generator(device=device).manual_seed(stream_seed("router_noise", config.seed, step))
-                 if config.router_noise else None)
-        batch = join_rollouts([rollout(policy, tokenizer, task, problems[i:i + per_call], config.group_size, max_new,
-                                       config.temperature, generator, policy_version=version,
-                                       graph=config.sampling_graph, static=config.static_sampling,
-                                       router=RoutingRecorder(policy, config.router_noise, noise) if moe else None)
-                               for i in range(0, len(problems), per_call)], tokenizer.pad_token_id)
-        batch.replay_routing = config.router_replay
-        return batch
-
-    while len(queue) < depth and update == 0:  # the first s updates train on rollouts of the base model
-        queue.append(sample_batch(-1 - len(queue)))
+                    loss_path=path, engine=sampler.engine.name, training_version=TRAINING_VERSION, **environment())
+    evaluation = partial(evaluation_row, model, tokenizer, task,
+                         evaluation_problems(config.task, config.task_params, config.eval_size), max_new, config)
     start_time = time.time() - run.meta.get("wall_time_s", 0.0)
-    def evaluation(after_update: int) -> dict:
-        at_once = {"batch_size": config.rollout_batch_size} if config.rollout_batch_size else {}  # the KV cache bound
-        return {"eval_greedy_acc": accuracy(model, tokenizer, task, eval_set, max_new, **at_once),
-                "eval_sampled_acc": accuracy(model, tokenizer, task, eval_set, max_new, config.temperature,
-                                             seed=sampled_eval_seed(config.seed, after_update),
-                                             samples=config.eval_samples, **at_once)}
-
-    if update == 0:  # the base model's accuracy, as row 0
+    if update == 0:  # the first s updates train on rollouts of the base model; row 0 is its accuracy
+        queue.fill(source)
         run.append({"update": 0, **evaluation(0)})
     bar = progress_bar(None, progress, total=config.total_updates, initial=update,
                        desc=f"{config.name} ({config.objective}, s={config.staleness})")
-    for step in range(update // per_batch, total_steps):
+    for step in range(update // per_batch, queue.total_steps):
         tic = time.time()
-        if step + depth < total_steps:  # a batch that would only be trained after the run ends is never sampled
-            queue.append(sample_batch(step))
+        batch = queue.next_batch(step, update, source)
         sample_s = time.time() - tic  # generation (and, semi-online, swapping the generator's weights in and out)
-        batch = queue.popleft()
         advantages = group_advantages(batch.rewards, config.group_size, config.normalize_adv_std)
-        prox = no_grad_stats(model, batch, config, path)[0] if config.objective in PROXIMAL_OBJECTIVES else None
-        groups = torch.arange(len(batch)).view(-1, config.group_size)
-        for epoch in range(config.epochs):
-            for rows in groups.chunk(config.updates_per_step):
-                if update == config.total_updates:
-                    break
-                tic = time.time()
-                rows = rows.flatten()
-                mini = batch.select(rows)
-                row = {"update": update + 1, "step": step + 1, "epoch": epoch, "policy_lag": update - batch.policy_version,
-                       "lr": optimizer.param_groups[0]["lr"], **batch_row(mini, config.group_size)}
-                row.update(train_update(model, optimizer, mini, advantages[rows], None if prox is None else prox[rows],
-                                        config, path, update + 1))
-                update += 1
-                row["tokens_per_s"] = mini.response_mask.sum().item() / (time.time() - tic)
-                row["update_s"], row["sample_s"] = time.time() - tic, sample_s
-                sample_s = 0.0  # a step's generation is charged to its first update
-                if update % config.eval_every == 0 or update == config.total_updates:
-                    row.update(evaluation(update))
-                row["wall_time_s"] = time.time() - start_time
-                run.append(row)
-                bar.update(1)
-                bar.set_postfix(reward=f"{row['reward']:.2f}", acc=f"{row.get('eval_greedy_acc', float('nan')):.2f}")
+        prox = no_grad_stats(model, batch, config, path)[0] if needs_proximal(config.objective) else None
+        for epoch, rows in mini_batches(len(batch), config):
+            if update == config.total_updates:
+                break
+            tic, mini = time.time(), batch.select(rows)
+            row = {"update": update + 1, "step": step + 1, "epoch": epoch, "policy_lag": update - batch.policy_version,
+                   "lr": optimizer.param_groups[0]["lr"], **batch_row(mini, config.group_size),
+                   **train_update(model, optimizer, mini, advantages[rows], None if prox is None else prox[rows],
+                                  config, path, update + 1)}
+            update += 1
+            row.update(tokens_per_s=mini.response_mask.sum().item() / (time.time() - tic),
+                       update_s=time.time() - tic, sample_s=sample_s)
+            sample_s = 0.0  # a step's generation is charged to its first update
+            if update % config.eval_every == 0 or update == config.total_updates:
+                row.update(evaluation(update))
+            run.append({**row, "wall_time_s": time.time() - start_time})
+            bar.update(1)
+            bar.set_postfix(reward=f"{row['reward']:.2f}", acc=f"{row.get('eval_greedy_acc', float('nan')):.2f}")
         if (update // config.checkpoint_every) > ((update - per_batch) // config.checkpoint_every):
-            save_state(run, model, optimizer, update, queue, generator, snapshot)
+            save_state(run, model, optimizer, update, queue.batches, sampler.generator, source.snapshot)
             run.update_meta(updates=update, wall_time_s=round(time.time() - start_time, 1))
     bar.close()
-    save_state(run, model, optimizer, update, queue, generator, snapshot)
+    save_state(run, model, optimizer, update, queue.batches, sampler.generator, source.snapshot)
     run.update_meta(complete=True, updates=update, wall_time_s=round(time.time() - start_time, 1))
-

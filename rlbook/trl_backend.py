@@ -24,10 +24,9 @@ from .seeds import stream_seed
 
 TRL_VERSION = "1.16.0"  # the release this mapping was read from (trl/trainer/grpo_config.py, grpo_trainer.py)
 BACKEND = "trl"
-# rlbook's speed and memory options: they change how rlbook's own engine computes an update, not the update, so a
-# TRL run ignores them (and says so in its meta)
-ENGINE_OPTIONS = ("fused_ratio", "rollout_batch_size", "prefix_sharing", "merged_sampling", "static_sampling",
-                  "skip_zero_advantage", "sampling_graph")
+# rlbook's engine (rlbook.engines), loss kernel and rollout memory bound: they change how rlbook computes an update,
+# not the update, so a TRL run ignores them (and says so in its meta)
+ENGINE_OPTIONS = ("engine", "fused_ratio", "rollout_batch_size")
 # rlbook metric name -> the name TRL 1.16's GRPOTrainer logs for the same quantity (grpo_trainer.py, `_metrics`)
 TRL_METRIC_NAMES = {"reward": "reward", "zero_std_frac": "frac_reward_zero_std", "response_len": "completions/mean_length",
                     "entropy": "entropy", "clip_frac_low": "clip_ratio/low_mean", "clip_frac_high": "clip_ratio/high_mean",
@@ -51,8 +50,10 @@ def refusals(config: RunConfig) -> list[str]:
         "dpo": "online DPO is a separate trainer in TRL (trl.experimental.online_dpo.OnlineDPOTrainer), not "
                "GRPOTrainer",
     }
-    if config.objective in offers:
-        lines.append(f"objective={config.objective!r}: {offers[config.objective]}")
+    offers["m2po_areal"] = "TRL 1.16 has no proximal policy and no second-moment mask (AReaL's own: rlbook export --to areal)"
+    if config.objective not in TRL_LOSSES:
+        lines.append(f"objective={config.objective!r}: "
+                     f"{offers.get(config.objective, 'TRL 1.16 has no such loss; it offers loss_type=' + repr(list(TRL_LOSSES)))}")
     if config.staleness:
         lines.append(f"staleness={config.staleness}: TRL trains on-policy; its AsyncGRPOTrainer "
                      "(trl.experimental.async_grpo, max_staleness) discards samples older than a bound instead of "
@@ -193,6 +194,7 @@ def train_with_trl(config: RunConfig, store: RunStore | None = None, progress: b
     if trl.__version__ != TRL_VERSION:
         raise ValueError(f"the TRL backend was written for trl=={TRL_VERSION}; this environment has "
                          f"{trl.__version__} (pip install trl=={TRL_VERSION})")
+    from .replay import check_runnable
     from .trainer import warm_start_of
 
     store = store or RunStore()
@@ -204,7 +206,7 @@ def train_with_trl(config: RunConfig, store: RunStore | None = None, progress: b
                          f"(e.g. --experiment {config.experiment}_trl)")
     if run is not None and run.complete:
         return run
-    config.check_runnable()
+    check_runnable(config)
     warm_start_of(config, store, progress)
     run = run or store.create(config)
     run.truncate(-1)

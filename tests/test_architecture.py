@@ -1,5 +1,6 @@
 """The package's layers: the core (tasks, models, rollout, objectives, trainer, runs, ops, ...) never imports a
-chapter module, the RunStore never reaches the trainer, and the chapter modules stay small."""
+chapter module, the RunStore never reaches the trainer, no module imports itself through others (an import circle,
+even through an import inside a function), and the chapter modules stay small."""
 import ast
 from pathlib import Path
 
@@ -12,6 +13,9 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+MODULES = {module_name(p) for p in PACKAGE.rglob("*.py")}
+
+
 def imports(path: Path) -> set[str]:
     """Every rlbook module that `path` imports, at the top or inside a function."""
     name, found = module_name(path), set()
@@ -22,20 +26,18 @@ def imports(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             base = package.split(".")[:len(package.split(".")) - node.level + 1] if node.level else []
             target = ".".join(base + ([node.module] if node.module else []))
-            if target.startswith("rlbook"):
-                found.add(target)
-                found |= {f"{target}.{a.name}" for a in node.names}  # `from . import trainer` names a module
-    modules = {module_name(p) for p in PACKAGE.rglob("*.py")}
-    return {m for m in found if m in modules}
+            if target.startswith("rlbook"):  # `from . import trainer` names a module; `from .runs import Run` a name
+                found |= {f"{target}.{a.name}" if f"{target}.{a.name}" in MODULES else target for a in node.names}
+    return {m for m in found if m in MODULES}
 
 
 GRAPH = {module_name(p): imports(p) for p in PACKAGE.rglob("*.py")}
 
 
-def reachable(start: str) -> set[str]:
+def reachable(start: str, graph: dict = GRAPH) -> set[str]:
     seen, todo = set(), [start]
     while todo:
-        for nxt in GRAPH.get(todo.pop(), ()):
+        for nxt in graph.get(todo.pop(), ()):
             if nxt not in seen:
                 seen.add(nxt)
                 todo.append(nxt)
@@ -52,6 +54,22 @@ def test_the_core_never_imports_a_chapter():
     assert "rlbook.trainer" in core and "rlbook.runs" in core
     offenders = {m: sorted(c for c in reachable(m) if c.startswith("rlbook.chapters")) for m in core}
     assert not {m: c for m, c in offenders.items() if c}
+
+
+def circles(graph: dict) -> set[frozenset]:
+    """The import circles of a module graph: each set of modules that all reach one another."""
+    reach = {m: reachable(m, graph) for m in graph}
+    return {frozenset(n for n in reach[m] if m in reach[n]) for m in graph if m in reach[m]}
+
+
+def test_no_import_circle():
+    assert circles(GRAPH) == set()
+
+
+def test_an_import_circle_is_found():
+    graph = {**GRAPH, "rlbook.runs": GRAPH["rlbook.runs"] | {"rlbook.trainer"}}  # trainer imports runs
+    found = circles(graph)
+    assert len(found) == 1 and {"rlbook.runs", "rlbook.trainer"} <= next(iter(found))
 
 
 def test_the_run_store_does_not_reach_the_trainer():

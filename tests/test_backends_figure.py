@@ -20,7 +20,6 @@ def stored(root, config, accuracies):
 def test_trl_config_is_chapter_1s_learning_setting_with_rlbooks_engine_options_off():
     ours, theirs = grpo_from_scratch("cpu", 2), trl_config("cpu", 2)
     assert theirs.experiment == TRL_EXPERIMENT and theirs.seed == 2
-    assert grpo_from_scratch("cpu", 2).sampling_graph and not theirs.sampling_graph  # chapter 1 turns it on
     assert {k: v for k, v in theirs.to_dict().items() if k in ENGINE_OPTIONS} == \
         {k: v for k, v in RunConfig().to_dict().items() if k in ENGINE_OPTIONS}
     same = {k: v for k, v in ours.to_dict().items() if k not in (*ENGINE_OPTIONS, "experiment", "name")}

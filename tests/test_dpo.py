@@ -66,7 +66,7 @@ def test_dpo_rejects_bad_beta():
         dpo_loss(logp, logp, torch.ones(2, 1), torch.tensor([0]), torch.tensor([1]), beta=0.0)
 
 
-# ---- the trainer's objective "dpo" (rlbook.losspath.preference_loss) ----
+# ---- the trainer's objective "dpo" (rlbook.dpo.online_dpo_loss, through rlbook.losspath) ----
 
 from rlbook.config import RunConfig  # noqa: E402
 from rlbook.losspath import loss_and_tokens, token_logprobs  # noqa: E402

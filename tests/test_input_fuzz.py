@@ -95,7 +95,7 @@ class Accepted(Exception):
 
 
 def accept(config, *args, **kwargs):
-    config.check_runnable()
+    rlbook.replay.check_runnable(config)
     raise Accepted
 
 

@@ -1,6 +1,6 @@
 """The lean sampling copy computes the model's logits within MERGED_TOLERANCE, with merged projections
-(RunConfig.merged_sampling) or LoRA ones; it samples the same tokens with the same random stream and follows the
-model's weights on refresh. Sampled with its graph (RunConfig.sampling_graph), the log-probs and their gradients are
+(the fast engine) or LoRA ones; it samples the same tokens with the same random stream and follows the
+model's weights on refresh. Sampled with its graph (the graph engine), the log-probs and their gradients are
 the training pass's within the same tolerances; both options are opt-in."""
 import math
 
@@ -13,7 +13,8 @@ from rlbook.lean_decoder import MERGED_TOLERANCE, LeanDecoder
 from rlbook.losspath import PREFIX_SHARING_TOLERANCE, token_logprobs
 from rlbook.models import add_lora, build_model
 from rlbook.replay import run_or_load
-from rlbook.rollout import positions, rollout, sample
+from rlbook.decoding import positions
+from rlbook.rollout import rollout, sample
 from rlbook.runs import RunStore
 from rlbook.tasks import make_task
 from shaped import ShapedTask
@@ -87,11 +88,11 @@ def test_refresh_follows_the_models_weights():
     assert (after - before).abs().max() > 100 * MERGED_TOLERANCE
 
 
-def test_merged_sampling_is_opt_in_and_dense_only():
-    config = RunConfig()
-    assert "merged_sampling" not in config.identity() and config.replace(merged_sampling=True).hash() != config.hash()
-    with pytest.raises(ValueError, match="merged_sampling=True needs a dense model"):
-        RunConfig(preset="nano-moe", merged_sampling=True)
+def test_the_lean_sampler_is_dense_only():
+    config = RunConfig(engine="reference")
+    assert config.replace(engine="fast").hash() != config.hash()
+    with pytest.raises(ValueError, match="engine='fast' cannot compute this config: the lean sampler needs a dense"):
+        RunConfig(preset="nano-moe", engine="fast")
     with pytest.raises(ValueError, match="dense Qwen3"):
         LeanDecoder(build_model("nano-moe")[0])
 
@@ -99,10 +100,9 @@ def test_merged_sampling_is_opt_in_and_dense_only():
 def test_runs_with_the_speed_options_train_as_the_reference_run(tmp_path, monkeypatch):
     monkeypatch.setattr(rlbook.trainer, "make_task", lambda name, **params: ShapedTask(make_task(name, **params)))
     base = RunConfig(experiment="t", preset="nano-tiny", init="scratch", prompts_per_step=4, group_size=4,
-                     total_updates=2, eval_every=2, eval_size=8, max_new_tokens=6)
+                     total_updates=2, eval_every=2, eval_size=8, max_new_tokens=6, engine="reference")
     runs = [run_or_load(c, RunStore(tmp_path), progress=False, references=False)
-            for c in (base, base.replace(merged_sampling=True, prefix_sharing=True, skip_zero_advantage=True),
-                      base.replace(sampling_graph=True))]
+            for c in (base, base.replace(engine="fast"), base.replace(engine="graph"))]
     assert runs[1].meta["loss_path"] == "shared"
     reference = runs[0].metrics[1]  # the first update: the same sampled batch
     for fast in (runs[1].metrics[1], runs[2].metrics[1]):
@@ -131,10 +131,12 @@ def test_the_sampling_graph_gives_the_training_pass_logprobs_and_gradients():
     assert batch.response_mask.sum(1).min() < batch.response_mask.shape[1]  # rows finished early (left the batch)
 
 
-def test_sampling_graph_needs_an_on_policy_single_update_config():
-    config = RunConfig(sampling_graph=True)
-    assert "sampling_graph" not in RunConfig().identity() and config.hash() != RunConfig().hash()
-    for wrong in (dict(staleness=4, updates_per_step=4), dict(objective="tis"), dict(prefix_sharing=True),
-                  dict(preset="nano-moe")):
-        with pytest.raises(ValueError, match="sampling_graph=True backpropagates through the sampling pass"):
-            RunConfig(sampling_graph=True, **wrong)
+def test_the_graph_engine_needs_an_on_policy_single_update_config():
+    config = RunConfig(engine="graph")
+    assert config.hash() != RunConfig(engine="fast").hash()
+    for wrong in (dict(staleness=4, updates_per_step=4), dict(objective="tis"), dict(sync_every=2),
+                  dict(micro_batch_size=4)):
+        with pytest.raises(ValueError, match="engine='graph'.*backpropagates through the sampling pass"):
+            RunConfig(engine="graph", **wrong)
+    with pytest.raises(ValueError, match="engine='graph'.*dense model"):
+        RunConfig(engine="graph", preset="nano-moe")

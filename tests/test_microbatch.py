@@ -16,9 +16,9 @@ from torch.utils._pytree import tree_flatten
 import rlbook.losspath
 from rlbook.config import RunConfig
 from rlbook.models import add_lora, build_model
-from rlbook.objectives import OBJECTIVES
-from rlbook.rollout import Rollout
-from rlbook.trainer import join_rollouts, train_update
+from rlbook.objectives import OBJECTIVES, needs_proximal
+from rlbook.rollout import Rollout, join_rollouts
+from rlbook.trainer import train_update
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 B, P, C = 16, 5, 12
@@ -50,7 +50,7 @@ def setup():
         if "lora_B" in name:
             torch.nn.init.normal_(p, std=0.05)
     batch = synthetic_batch(model.config.vocab_size)
-    config = RunConfig(preset="nano-tiny", init="scratch", prompts_per_step=4, group_size=4)
+    config = RunConfig(preset="nano-tiny", init="scratch", prompts_per_step=4, group_size=4, engine="reference")
     with torch.no_grad():  # behavior log-probs near the current ones: some tokens clip, m2po masks some
         logp, _ = rlbook.losspath.token_logprobs(model, batch, 1.0)
     noise = torch.randn(logp.shape, generator=torch.Generator().manual_seed(1))
@@ -66,7 +66,7 @@ def update(setup, path, micro, objective, **changes):
     model = copy.deepcopy(model)
     config = config.replace(objective=objective, micro_batch_size=micro, max_grad_norm=1e6, **changes)
     optimizer = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=1.0)
-    prox = prox if objective in ("tis", "decoupled") else None
+    prox = prox if needs_proximal(objective) else None
     row = train_update(model, optimizer, batch, advantages, prox, config, path, 1)
     return row, [p.detach() for p in model.parameters() if p.requires_grad]
 

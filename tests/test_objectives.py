@@ -6,8 +6,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rlbook.objectives import (OBJECTIVES, advantage_reweight, lopti_low_mask, lopti_stages, m2po_keep_mask,
-                               objective_defaults, policy_loss)
+from rlbook.objectives import (OBJECTIVES, advantage_reweight, lopti_low_mask, lopti_stages, m2po_algorithm1,
+                               m2po_keep_mask, needs_proximal, objective_defaults, policy_loss)
 
 F64 = torch.float64
 E = math.exp
@@ -115,6 +115,42 @@ def test_m2po_cap_budget_is_float64():
     assert flags["m2po_cap_c"].item() < d
 
 
+def areal_keep_literal(d, valid, tau):
+    """AReaL's rule read as a loop: every valid token a candidate; while the mean (log r)^2 of the kept tokens is
+    not below tau and more than one is kept, drop the kept token with the largest (log r)^2."""
+    kept = [i for i, v in enumerate(valid) if v]
+    while len(kept) > 1 and sum(d[i] ** 2 for i in kept) / len(kept) >= tau:
+        kept.remove(max(kept, key=lambda i: d[i] ** 2))
+    return [i in kept for i in range(len(d))]
+
+
+def test_m2po_areal_by_hand():
+    """prox - behav drift d = [0.5, -0.1, 0.1, -0.5, 0.2]: d^2 = .25 .01 .01 .25 .04. Every token is a candidate
+    (Algorithm 1 would not touch -0.5 with A>0): dropping both .25s leaves mean .02 < .04. The loss is the
+    decoupled surrogate over the 3 kept tokens only."""
+    d = [0.5, -0.1, 0.1, -0.5, 0.2]
+    logp, blogp, adv, mask = tokens([[0.0] * 5], M2PO_CASE[1])  # current = behaviour
+    prox = blogp + torch.tensor([d], dtype=F64)
+    loss, grad, flags = loss_and_grad("m2po_areal", logp, blogp, adv, mask, prox_logp=prox)
+    assert_flag(flags, "masked", [[True, False, False, True, False]])
+    # kept: u = pi / pi_prox = e^{-d} within [0.8, 1.2] for |d| <= 0.2; weight e^{d}; term = weight * u * A = A
+    assert loss == pytest.approx(-(-1.0 + 1.0 + 1.0) / 3)
+    assert_grad(grad, [[0.0, 1 / 3, -1 / 3, 0.0, -1 / 3]])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(-2, 2), min_size=1, max_size=12), st.sampled_from([0.005, 0.04, 0.3]), st.data())
+def test_m2po_areal_mask_is_the_literal_loop(d, tau, data):
+    valid = data.draw(st.lists(st.booleans(), min_size=len(d), max_size=len(d)).filter(any))
+    logp, blogp, adv, mask = tokens([[0.0] * len(d)], [[1.0] * len(d)], [[float(v) for v in valid]])
+    prox = blogp + torch.tensor([d], dtype=F64)
+    _, flags = policy_loss("m2po_areal", logp, blogp, adv, mask, prox_logp=prox, tau=tau)
+    kept = (~flags["masked"][0] & mask[0].bool()).tolist()
+    expected = areal_keep_literal(d, valid, tau)
+    ties = len({x * x for x in d}) < len(d)  # equal squares: which one drops first is an order choice
+    assert sum(kept) == sum(expected) and (ties or kept == expected)
+
+
 TIS_CASE = dict(log_ratio_prox=[math.log(1.1), math.log(1.5), math.log(0.9)], adv=[1.0, 1.0, -2.0],
                 prox_minus_behav=[math.log(3.0), math.log(0.5), 0.0])
 
@@ -182,7 +218,7 @@ def test_no_clip_equals_grpo_with_huge_eps(eps):
 def test_flags_are_detached_bools_and_false_on_padding(name):
     logp, blogp, adv, mask = random_batch(1)
     blogp = blogp + 0.8 * torch.randn_like(blogp)  # a large drift, so that something is clipped or masked
-    params = {"prox_logp": blogp + 0.1} if name in ("tis", "decoupled") else {}
+    params = {"prox_logp": blogp + 0.1} if needs_proximal(name) else {}
     loss, flags = policy_loss(name, logp, blogp, adv, mask.bool(), **params)
     assert loss.requires_grad and torch.isfinite(loss)
     for key in ("clipped_low", "clipped_high", "masked"):
@@ -194,7 +230,7 @@ def test_flags_are_detached_bools_and_false_on_padding(name):
 
 
 def test_objective_defaults():
-    assert set(OBJECTIVES) == {"grpo", "no_clip", "m2po", "m2po_cap", "tis", "decoupled", "gspo"}
+    assert set(OBJECTIVES) == {"grpo", "no_clip", "m2po", "m2po_cap", "m2po_areal", "tis", "decoupled", "gspo"}
     assert objective_defaults("grpo") == {"eps_low": 0.2, "eps_high": 0.2, "dual_clip": None}
     assert objective_defaults("no_clip") == {}
     assert objective_defaults("m2po") == objective_defaults("m2po_cap") == {"tau": 0.04}
@@ -204,14 +240,6 @@ def test_objective_defaults():
 
 
 # ---- M2PO Algorithm 1 mask: properties ----
-
-def greedy_algorithm1(sq, candidate, tau):
-    """Algorithm 1 literally: drop the largest kept candidate while the kept candidates' mean exceeds tau."""
-    kept = [i for i in range(len(sq)) if candidate[i]]
-    while kept and sum(sq[i] for i in kept) / len(kept) > tau:
-        kept.remove(max(kept, key=lambda i: sq[i]))
-    return {i for i in range(len(sq)) if candidate[i]} - set(kept)
-
 
 @st.composite
 def keep_mask_inputs(draw):
@@ -244,8 +272,7 @@ def test_m2po_keep_mask_properties(inputs):
     if masked.any():  # and no fewer would do: putting back the smallest masked one breaks the budget
         put_back = torch.cat([sq[kept_candidates], sq[masked].min().view(1)])
         assert put_back.mean().item() > tau * (1 - 1e-12)
-    expected = greedy_algorithm1(sq.flatten().tolist(), candidate.flatten().tolist(), tau)
-    assert masked.sum().item() == len(expected)
+    assert torch.equal(keep, m2po_algorithm1(log_ratio, adv, mask, tau))  # the fast path is the literal loop
     if tau == math.inf:
         assert keep.all()
     garbage = torch.where(mask, log_ratio, torch.full_like(log_ratio, 50.0))

@@ -11,7 +11,7 @@ import os
 import pytest
 import torch
 
-from rlbook.objectives import m2po_keep_mask
+from rlbook.objectives import m2po_keep_mask, needs_proximal
 from rlbook.ops import (FUSED_OBJECTIVES, chunked_policy_loss, chunked_token_logprobs, fused_policy_loss,
                         reference_chunked_policy_loss, reference_policy_loss, reference_token_logprobs,
                         token_logprobs)
@@ -44,7 +44,7 @@ def batch(n, v, dtype=torch.float32, seed=0):
 
 
 def objective_params(objective, prox):
-    return {"prox_logp": prox} if objective in ("tis", "decoupled") else {}
+    return {"prox_logp": prox} if needs_proximal(objective) else {}
 
 
 def loss_and_grad(fn, logits, *args, **kwargs):

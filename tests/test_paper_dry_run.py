@@ -6,7 +6,7 @@ Two updates of the paper profile's config (chunked lm_head path, micro-batches, 
 checkpointing) on qwen3-1.7b-random (random bf16 weights built from the config; no download), with a tiny prompt
 batch and short responses: rollout (one prompt's group per sampling call), micro-batched update (two micro-batches per
 update), checkpoint, RunStore rows and evaluation. Its wall time and peak RSS are written to
-bench/results/paper_dry_run-cpu-<commit>-<time>.json.
+bench/results/paper_dry_run/paper_dry_run-cpu-<commit>-<time>.json.
 """
 import math
 import resource
@@ -54,7 +54,7 @@ def test_paper_profile_dry_run(tmp_path, monkeypatch):
     assert len(lora_a) == 28 * 7 and all(t.shape[0] == 64 for t in lora_a)  # rank 64 on every linear layer
     peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 2**30
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-    from learning_gain import save_result
+    from record import save_result
 
     save_result("paper_dry_run", "cpu", {"config": config.to_dict(), "seconds": seconds, "peak_rss_gib": peak_rss,
                                          "rows": rows, "note": "28 layers, hidden 2048, V = 151936, bf16, LoRA 64"})

@@ -4,7 +4,8 @@ import torch
 
 from rlbook import rollout as rollout_module
 from rlbook.models import build_model
-from rlbook.rollout import Rollout, decode, positions, rollout, sample
+from rlbook.decoding import positions
+from rlbook.rollout import Rollout, decode, rollout, sample
 from rlbook.tasks.arithmetic import ArithmeticTask
 from rlbook.tasks.base import Score
 

@@ -119,3 +119,66 @@ def test_the_staleness_sweep_gives_the_compared_cells_every_decisive_seed():
     compared = {("grpo", 0), ("grpo", 48), ("no_clip", 48), ("m2po", 48)}
     assert {cell for cell, n in seeds.items() if n == len(DECISIVE_SEEDS["cpu"])} == compared
     assert all(n == len(SEEDS["cpu"]) for cell, n in seeds.items() if cell not in compared)
+
+
+@pytest.mark.parametrize("profile", ["smoke", "cpu"])
+def test_the_drift_ladder_keeps_lr_times_staleness_and_reuses_the_existing_sets(profile):
+    from rlbook import experiments as ex
+
+    runs = ex.sweep("drift_ladder", profile)
+    rungs = ex.LADDER[profile]
+    base = ex.stale_run(profile)
+    assert len(runs) == len(rungs) * (1 + len(ex.COMPARED_AT_LARGEST)) * len(ex.DECISIVE_SEEDS[profile])
+    assert len({c.hash() for c in runs}) == len(runs)
+    lag_times_rate = {c.lr * c.staleness for c in runs if c.staleness}
+    assert max(lag_times_rate) == pytest.approx(min(lag_times_rate))  # the same lr x lag on every rung
+    for config in runs:
+        factor = config.lr / base.lr
+        assert factor == pytest.approx(min(rungs, key=lambda f: abs(f - factor)))
+        assert config.total_updates == base.total_updates * rungs[min(rungs, key=lambda f: abs(f - factor))]
+        assert config.hash() == ex.stale_run(profile, config.objective, config.staleness, config.seed, lr=config.lr,
+                                             total_updates=config.total_updates).hash()  # nothing else differs
+    reused = {c.hash() for c in ex.sweep("staleness", profile) + ex.sweep("slow_drift", profile)}
+    shared = [c for c in runs if c.hash() in reused]
+    assert {c.experiment for c in shared} == {"02_staleness", "02_slow_drift"} & {c.experiment for c in runs}
+    assert len(shared) == sum(c.experiment != "02_drift_ladder" for c in runs)  # trained once, stored once
+
+
+def test_the_m2po_variants_and_arithmetic_lopti_sweeps():
+    from rlbook import experiments as ex
+
+    variants = ex.sweep("m2po_variants", "cpu")
+    slow = {(c.objective, c.staleness): c for c in ex.sweep("slow_drift", "cpu") if c.seed == 0}
+    assert {c.objective for c in variants} == set(ex.M2PO_VARIANTS)
+    for config in variants:
+        if config.seed == 0:  # beside the slow-drift set's m2po: only the objective differs
+            assert config.replace(objective="m2po").hash() == slow[("m2po", config.staleness)].hash()
+    arithmetic = ex.sweep("lopti_arithmetic", "cpu")
+    assert {c.task for c in arithmetic} == {"arithmetic"} and len(arithmetic) == 25
+    assert {c.ar_alpha for c in arithmetic} == {0.0, ex.ARITHMETIC_AR_ALPHA}
+    for config in arithmetic:  # the profile's base update and budget, where GRPO learns
+        assert {k: getattr(config, k) for k in ex.BASE["cpu"]} == ex.BASE["cpu"]
+
+
+def test_stored_reference_runs_keep_the_identity_of_the_version_that_made_them():
+    """Every run shipped in data/runs loads (a config of the knob era as its engine) and its directory name ends in
+    the hash its config has under the TRAINING_VERSION its meta.json records."""
+    from rlbook.runs import reference_root
+
+    runs = RunStore(reference_root()).runs()
+    assert len(runs) > 100 and {run.training_version for run in runs} <= set(range(2, TRAINING_VERSION + 1))
+    for run in runs:
+        assert run.path.name.endswith(f"-{run.config.hash(run.training_version)}"), run.path
+    knob_era = {run.config.engine for run in runs if run.training_version == 2}  # their engine named by the knobs
+    assert not knob_era or ({"reference", "graph"} <= knob_era and "auto" not in knob_era)
+
+
+@pytest.mark.parametrize("profile", ["smoke", "cpu"])
+def test_every_sweep_computes_its_cells_with_one_engine(profile):
+    """A verdict compares cells of one sweep: a difference between them must not be partly the engine's."""
+    from rlbook import experiments as ex
+    from rlbook.engines import default_engine
+
+    for name in ex.SWEEPS:
+        engines = {c.engine if c.engine != "auto" else default_engine(c) for c in ex.sweep(name, profile)}
+        assert len(engines) == 1, (name, engines)

@@ -6,11 +6,12 @@ import pytest
 import torch
 
 import rlbook.replay
-import rlbook.runs
+import rlbook.storage
 import rlbook.trainer
 from rlbook.config import RunConfig
 from rlbook.replay import run_or_load
-from rlbook.runs import Run, RunStore, read_rows, write_atomic, write_json
+from rlbook.runs import Run, RunStore
+from rlbook.storage import read_rows, write_atomic, write_json
 
 TINY = dict(experiment="t", preset="nano-tiny", init="scratch", prompts_per_step=4, group_size=4, total_updates=4,
             eval_every=2, eval_size=8, checkpoint_every=1, max_new_tokens=6)
@@ -57,7 +58,7 @@ def test_write_atomic_failure_keeps_the_old_file(tmp_path, monkeypatch, failing)
     def fail(*args):
         raise OSError("disk full")
 
-    monkeypatch.setattr(rlbook.runs.os, failing, fail)
+    monkeypatch.setattr(rlbook.storage.os, failing, fail)
     with pytest.raises(OSError, match="disk full"):
         write_atomic(path, '{"complete": false, "a very long new value": "' + "x" * 10000 + '"}\n')
     monkeypatch.undo()
@@ -71,7 +72,7 @@ def test_write_atomic_failure_removes_its_temp_file(tmp_path, monkeypatch):
     def fail(*args):
         raise OSError("disk full")
 
-    monkeypatch.setattr(rlbook.runs.os, "replace", fail)
+    monkeypatch.setattr(rlbook.storage.os, "replace", fail)
     with pytest.raises(OSError):
         write_atomic(path, "new\n")
     monkeypatch.undo()

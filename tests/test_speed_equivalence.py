@@ -4,7 +4,8 @@ import pytest
 import torch
 
 from rlbook.models import add_lora, build_model
-from rlbook.rollout import distinct, positions, sample
+from rlbook.decoding import distinct, positions
+from rlbook.rollout import sample
 
 
 @torch.no_grad()

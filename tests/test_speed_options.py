@@ -1,14 +1,14 @@
-"""The opt-in training-pass speed options give the reference update within a stated tolerance, and leave the identity
-of every run without them unchanged: the shared-prompt loss path (RunConfig.prefix_sharing, PREFIX_SHARING_TOLERANCE:
-the prompt's gradient is summed in another order) and the no-grad pass over zero-advantage sequences
-(RunConfig.skip_zero_advantage)."""
+"""The training-pass speed paths of the fast engine give the reference update within a stated tolerance: the
+shared-prompt loss path (PREFIX_SHARING_TOLERANCE: the prompt's gradient is summed in another order) and the no-grad
+pass over zero-advantage sequences (live_row_stats)."""
 import copy
 
 import pytest
 import torch
 
 from rlbook.config import RunConfig
-from rlbook.losspath import PREFIX_SHARING_TOLERANCE, loss_and_tokens, loss_path, shared_prompt_logprobs, token_logprobs
+from rlbook.losspath import (PREFIX_SHARING_TOLERANCE, live_row_stats, loss_path, objective_loss,
+                             shared_prompt_logprobs, token_logprobs, token_stats)
 from rlbook.models import add_lora, build_model
 from rlbook.rollout import Rollout
 from rlbook.trainer import train_update
@@ -73,7 +73,7 @@ def test_an_update_through_shared_prompts_is_the_reference_update(policy):
     for sharing in (False, True):
         model = copy.deepcopy(policy)
         config = RunConfig(preset="nano-small", init="scratch", prompts_per_step=GROUPS, group_size=G,
-                           prefix_sharing=sharing)
+                           engine="fast" if sharing else "reference")
         optimizer = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=1.0)
         row = train_update(model, optimizer, batch, advantages, None, config, loss_path(config, torch.device("cpu")), 1)
         after[sharing] = row, [p.detach() for p in model.parameters() if p.requires_grad]
@@ -82,13 +82,13 @@ def test_an_update_through_shared_prompts_is_the_reference_update(policy):
     assert max(moved) < PREFIX_SHARING_TOLERANCE["grad_rel"]
 
 
-def test_prefix_sharing_is_opt_in_and_leaves_other_runs_identity_alone():
-    config = RunConfig()
-    assert "prefix_sharing" not in config.identity() and loss_path(config, torch.device("cpu")) == "reference"
-    shared = config.replace(prefix_sharing=True)
+def test_the_fast_engine_shares_prompts_and_names_what_it_cannot_combine_with():
+    config = RunConfig(engine="reference")
+    assert loss_path(config, torch.device("cpu")) == "reference"
+    shared = config.replace(engine="fast")
     assert shared.hash() != config.hash() and loss_path(shared, torch.device("cpu")) == "shared"
-    with pytest.raises(ValueError, match="prefix_sharing.*fused_ratio='chunked'"):
-        RunConfig(prefix_sharing=True, fused_ratio="chunked")
+    with pytest.raises(ValueError, match="engine='fast'.*fused_ratio='chunked'"):
+        RunConfig(engine="fast", fused_ratio="chunked")
 
 
 @pytest.mark.parametrize("objective", ["grpo", "gspo", "m2po"])
@@ -98,13 +98,14 @@ def test_zero_advantage_sequences_without_grad_give_the_same_update(policy, obje
     group = batch.prompt_ids[:, -1]  # rows of a group share their prompt
     advantages = (batch.rewards - 0.5) * (group != group[0])  # one group's advantages are all 0
     advantages = advantages[:, None] * batch.response_mask
-    results = {}
+    results, path = {}, "shared" if sharing else "reference"
     for skip in (False, True):
         model = copy.deepcopy(policy)
         config = RunConfig(preset="nano-small", init="scratch", prompts_per_step=GROUPS, group_size=G,
-                           objective=objective, prefix_sharing=sharing, skip_zero_advantage=skip)
-        loss, logp, entropy, _ = loss_and_tokens(model, batch, advantages, None, config,
-                                                 loss_path(config, torch.device("cpu")))
+                           objective=objective)
+        logp, entropy = (live_row_stats(model, batch, advantages, config.temperature, path) if skip else
+                         token_stats(model, batch, config.temperature, path))
+        loss, _ = objective_loss(logp, batch, advantages, None, config)
         loss.backward()
         results[skip] = loss.item(), logp.detach(), entropy, [p.grad for p in model.parameters() if p.requires_grad]
     (loss, logp, entropy, grads), (ref_loss, ref_logp, ref_entropy, ref_grads) = results[True], results[False]
@@ -113,8 +114,3 @@ def test_zero_advantage_sequences_without_grad_give_the_same_update(policy, obje
     assert max(((a - b).norm() / a.norm()).item() for a, b in zip(ref_grads, grads)) < 1e-5
     assert 0 < (advantages.ne(0).any(1)).sum() < len(batch)
 
-
-def test_skip_zero_advantage_is_opt_in():
-    config = RunConfig()
-    assert "skip_zero_advantage" not in config.identity()
-    assert config.replace(skip_zero_advantage=True).hash() != config.hash()

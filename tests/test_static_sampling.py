@@ -1,4 +1,4 @@
-"""The static-cache sampler (RunConfig.static_sampling) draws the tokens `rollout.sample` draws through the same lean
+"""The static-cache sampler (the static engine) draws the tokens `rollout.sample` draws through the same lean
 decoder, with behaviour log-probs within MERGED_TOLERANCE, greedy and sampled, with padded prompts and rows that
 finish early; a run with it trains as one without. On the CPU the decoding step runs eagerly: the CUDA graph replays
 this same step on a GPU (bench/static_sampling.py measures it there)."""
@@ -36,23 +36,22 @@ def test_static_sampling_draws_the_same_tokens(temperature):
         assert plain[3].sum(1).min() < plain[3].sum(1).max()  # rows finished at different steps
 
 
-def test_static_sampling_needs_the_lean_decoder_and_merged_sampling():
+def test_static_sampling_needs_the_lean_decoder_and_a_dense_model():
     model, tokenizer = policy()
     with pytest.raises(TypeError, match="LeanDecoder"):
         static_sample(model, tokenizer, prompts(2, 2, 0), 4)
-    with pytest.raises(ValueError, match="needs merged_sampling=True"):
-        RunConfig(static_sampling=True)
-    config = RunConfig(merged_sampling=True)
-    assert "static_sampling" not in config.identity()
-    assert config.replace(static_sampling=True).hash() != config.hash()
+    with pytest.raises(ValueError, match="engine='static'.*dense model"):
+        RunConfig(engine="static", preset="nano-moe", finetune="full")
+    config = RunConfig(engine="fast")
+    assert config.replace(engine="static").hash() != config.hash()
 
 
 def test_a_run_with_static_sampling_trains_as_one_without(tmp_path, monkeypatch):
     monkeypatch.setattr(rlbook.trainer, "make_task", lambda name, **params: ShapedTask(make_task(name, **params)))
     base = RunConfig(experiment="t", preset="nano-tiny", init="scratch", prompts_per_step=4, group_size=4,
-                     total_updates=2, eval_every=2, eval_size=8, max_new_tokens=6, merged_sampling=True)
+                     total_updates=2, eval_every=2, eval_size=8, max_new_tokens=6, engine="fast")
     merged, static = (run_or_load(c, RunStore(tmp_path), progress=False, references=False).metrics
-                      for c in (base, base.replace(static_sampling=True)))
+                      for c in (base, base.replace(engine="static")))
     for update in (1, 2):
         assert static[update]["reward"] == merged[update]["reward"]
         assert static[update]["response_len"] == merged[update]["response_len"]

@@ -47,7 +47,7 @@ def test_resume_mid_cycle_matches_uninterrupted(tmp_path, monkeypatch, sync_ever
 
 @pytest.mark.parametrize("changes", [{"sync_every": -1}, {"sync_every": 2, "staleness": 1},
                                      {"sync_every": 3, "updates_per_step": 2, "prompts_per_step": 4},
-                                     {"sync_every": 2, "sampling_graph": True}])
+                                     {"sync_every": 2, "engine": "graph"}])
 def test_bad_sync_every_is_refused(changes):
     with pytest.raises(ValueError, match="sync_every"):
         RunConfig(**{**tiny().__dict__, **changes})

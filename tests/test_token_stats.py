@@ -48,6 +48,17 @@ def numpy_summary(logp, blogp, adv, mask, entropy, flags, eta):
     return out
 
 
+def variant_removals(logp, blogp, adv, mask):
+    """What each M2PO variant removes, from the variants' own objectives (tau 0.04): m2po's and AReaL's masks
+    (AReaL's proximal policy = the current one), the clip branch of the released code's cap."""
+    logp, blogp, adv = (torch.from_numpy(np.where(mask, a, 0.0)) for a in (logp, blogp, adv))
+    resp = torch.from_numpy(mask)
+    flags = {name: policy_loss(name, logp, blogp, adv, resp, **({"prox_logp": logp} if name == "m2po_areal" else {}))[1]
+             for name in ("m2po", "m2po_cap", "m2po_areal")}
+    return {"m2po": flags["m2po"]["masked"].numpy(), "m2po_areal": flags["m2po_areal"]["masked"].numpy(),
+            "m2po_cap": (flags["m2po_cap"]["clipped_low"] | flags["m2po_cap"]["clipped_high"]).numpy()}
+
+
 def assert_same(got, expected, path=""):
     if isinstance(expected, dict):
         for key, value in expected.items():
@@ -75,6 +86,9 @@ def test_summarize_matches_numpy(seed, objective):
     json.dumps(got, allow_nan=False)  # strict JSON: no NaN, no infinity
     expected = numpy_summary(logp, blogp, adv, mask, entropy, {k: v.numpy() for k, v in flags.items()
                                                                 if v.dtype == torch.bool}, eta)
+    for variant, removed in variant_removals(logp, blogp, adv, mask).items():
+        expected[f"removed_frac_{variant}"] = removed[mask].mean()
+        expected[f"entropy_removed_{variant}"] = float(entropy[removed].mean()) if removed.any() else None
     assert set(got) == set(expected)
     assert_same(got, expected)
     assert got["ratio_bins"]["edges"] == list(RATIO_DEV_EDGES[:-1]) + [None]

@@ -10,12 +10,14 @@ import math
 import pytest
 import torch
 
+import rlbook.evaluate
 import rlbook.losspath
+import rlbook.rollout
 import rlbook.runs
 import rlbook.trainer
 from rlbook.evaluate import sampled_eval_seed
 from rlbook.config import RunConfig
-from rlbook.objectives import OBJECTIVES
+from rlbook.objectives import OBJECTIVES, needs_proximal
 from rlbook.replay import run_or_load
 from rlbook.runs import Run, RunStore
 from rlbook.tasks import make_task
@@ -125,7 +127,7 @@ def test_policy_lag(tmp_path, monkeypatch, updates_per_step, epochs, staleness, 
     """policy_lag in the rows matches the definition, and matches the updates the model really had when each
     trained batch was sampled (counted independently of Rollout.policy_version)."""
     updates_done, sampled_at, kept, trained_versions = [0], {}, [], []
-    original_rollout, original_update = rlbook.trainer.rollout, rlbook.trainer.train_update
+    original_rollout, original_update = rlbook.rollout.rollout, rlbook.trainer.train_update
 
     def rollout(*args, **kwargs):
         batch = original_rollout(*args, **kwargs)
@@ -141,7 +143,7 @@ def test_policy_lag(tmp_path, monkeypatch, updates_per_step, epochs, staleness, 
         updates_done[0] += 1
         return row
 
-    monkeypatch.setattr(rlbook.trainer, "rollout", rollout)
+    monkeypatch.setattr(rlbook.rollout, "rollout", rollout)  # the trainer's BatchSampler calls it
     monkeypatch.setattr(rlbook.trainer, "train_update", train_update)
     config = tiny(updates_per_step=updates_per_step, epochs=epochs, staleness=staleness, total_updates=total,
                   eval_every=100, max_new_tokens=3)
@@ -159,9 +161,10 @@ def test_policy_lag(tmp_path, monkeypatch, updates_per_step, epochs, staleness, 
 
 # ---- resume: an interrupted run continues exactly where the uninterrupted one would have been ----
 
-@pytest.mark.parametrize("changes", [{}, {"staleness": 2}, {"finetune": "full"}, {"sampling_graph": True},
-                                     {"prefix_sharing": True, "merged_sampling": True, "skip_zero_advantage": True}],
-                         ids=["s0", "s2", "full", "sampling-graph", "fast-options"])
+@pytest.mark.parametrize("changes", [{"engine": "reference"}, {"staleness": 2, "engine": "reference"},
+                                     {"finetune": "full", "engine": "reference"}, {"engine": "graph"},
+                                     {"engine": "fast"}],
+                         ids=["s0", "s2", "full", "graph-engine", "fast-engine"])
 @pytest.mark.parametrize("interrupt_at", [5, 6])
 def test_resume_matches_uninterrupted(tmp_path, monkeypatch, shaped, changes, interrupt_at):
     config = tiny(total_updates=6, updates_per_step=1, checkpoint_every=2, **changes)
@@ -353,13 +356,13 @@ def test_fused_update_equals_reference(objective):
     model, tokenizer = rlbook.trainer.init_policy(config, progress=False)
     task = make_task(config.task)
     generator = torch.Generator().manual_seed(0)
-    batch = rlbook.trainer.rollout(model, tokenizer, task, task.generate(4, seed=7), 4, 6, 1.0, generator, 0)
+    batch = rlbook.rollout.rollout(model, tokenizer, task, task.generate(4, seed=7), 4, 6, 1.0, generator, 0)
     mask = batch.response_mask
     noise = torch.randn(batch.behavior_logp.shape, generator=generator)
     batch = dataclasses.replace(batch, behavior_logp=(batch.behavior_logp + 0.3 * noise) * mask)
     advantages = torch.randn(len(batch), 1, generator=generator) * mask
     prox = None
-    if objective in rlbook.trainer.PROXIMAL_OBJECTIVES:
+    if needs_proximal(objective):
         prox = rlbook.losspath.no_grad_stats(model, batch, config, "reference")[0] + 0.1 * noise * mask
     results = []
     for path in ("fused", "reference"):
@@ -454,9 +457,9 @@ def test_fresh_run_starts_with_the_base_model_row(tmp_path, shaped):
     torch.manual_seed(config.seed)  # as train() does before building the model
     base, tokenizer = rlbook.trainer.init_policy(config, progress=False)
     task = ShapedTask(make_task(config.task, **config.task_params))
-    problems = rlbook.trainer.evaluation_problems(config.task, config.task_params, config.eval_size)
-    greedy = rlbook.trainer.accuracy(base, tokenizer, task, problems, config.max_new_tokens)
-    sampled = rlbook.trainer.accuracy(base, tokenizer, task, problems, config.max_new_tokens, config.temperature,
+    problems = rlbook.evaluate.evaluation_problems(config.task, config.task_params, config.eval_size)
+    greedy = rlbook.evaluate.accuracy(base, tokenizer, task, problems, config.max_new_tokens)
+    sampled = rlbook.evaluate.accuracy(base, tokenizer, task, problems, config.max_new_tokens, config.temperature,
                                       seed=sampled_eval_seed(config.seed, 0), samples=config.eval_samples)
     assert first["eval_greedy_acc"] == greedy and first["eval_sampled_acc"] == sampled
 

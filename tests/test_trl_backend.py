@@ -17,6 +17,7 @@ TINY = dict(experiment="tiny_trl", preset="nano-tiny", init="scratch", prompts_p
 @pytest.mark.parametrize("changes, named", [
     (dict(objective="m2po"), "objective='m2po'"),
     (dict(objective="tis"), "objective='tis'"),
+    (dict(objective="m2po_areal"), "objective='m2po_areal'"),
     (dict(updates_per_step=4, staleness=8, prompts_per_step=16), "staleness=8"),
     (dict(ar_alpha=0.3), "ar_alpha=0.3"),
     (dict(lopti_eta=0.5), "lopti_eta=0.5"),
@@ -53,15 +54,16 @@ def test_expressible_settings_map_to_grpo_config():
 
 def rlbook_first_prompts(config, tmp_path, monkeypatch) -> list[str]:
     """The prompts rlbook's own trainer samples at its first step for config (one update)."""
+    from rlbook import rollout as rollouts
     from rlbook import trainer
 
-    seen, rollout = [], trainer.rollout
+    seen, rollout = [], rollouts.rollout
 
     def recording(model, tokenizer, task, problems, *args, **kwargs):
         seen.extend(p["prompt"] for p in problems)
         return rollout(model, tokenizer, task, problems, *args, **kwargs)
 
-    monkeypatch.setattr(trainer, "rollout", recording)
+    monkeypatch.setattr(rollouts, "rollout", recording)  # what rlbook.rollout.BatchSampler calls
     run = RunStore(tmp_path / "rlbook").create(config.replace(total_updates=1, experiment="tiny_rlbook"))
     trainer.train(run.config, run, progress=False)
     return seen

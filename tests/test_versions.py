@@ -24,7 +24,7 @@ from shaped import ShapedTask
 GOLDEN = Path(__file__).parent / "golden" / "versions.json"
 RUN = dict(experiment="golden", preset="nano-tiny", init="scratch", prompts_per_step=4, group_size=4,
            total_updates=4, updates_per_step=2, staleness=2, eval_every=2, eval_size=8, checkpoint_every=2,
-           max_new_tokens=6)
+           max_new_tokens=6, engine="reference")  # the other engines' goldens: tests/test_engines.py
 OBJECTIVES = ("grpo", "m2po")
 KEYS = ("loss", "reward", "m2", "grad_norm", "entropy", "eval_greedy_acc", "eval_sampled_acc")
 WARM = dict(preset="nano-tiny", task_params={"digits": [1, 2]}, batch_size=16, max_steps=6, eval_every=3,

@@ -1,0 +1,67 @@
+"""Train the book's reference runs into data/runs, most important first, shared by several processes (not a test).
+
+    python bench/reference_runs.py --part 0/2 &   python bench/reference_runs.py --part 1/2 &
+    python bench/reference_runs.py --list          # the queue, with what is stored and current
+
+The queue is QUEUE's sweeps in order (cpu profile); process i of n takes every n-th run, so two processes work down
+the same priorities side by side. A run already stored under this code's training version is skipped; an
+interrupted one resumes (rlbook.runs). Runs land in data/runs/<experiment>/, where a run made by an older training
+version stays until its successor is stored (the book labels such runs; git keeps their history once removed).
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+from rlbook.experiments import sweep
+from rlbook.replay import run_or_load
+from rlbook.runs import RunStore, reference_root
+
+# Verdicts first: chapter 1, the drift ladder's two rungs the chapters already stand on (reference and half rate),
+# chapter 4 where GRPO learns, the ladder's slower and faster rungs, the M2PO variants, then every other set.
+QUEUE = ("grpo", "slow_drift", "drift_ladder", "lopti_arithmetic", "m2po_variants", "router_replay", "semi_online",
+         "staleness", "tau", "fast_drift", "lopti")
+
+RUNG_ORDER = (0.5, 1.0, 0.25, 2.0, 0.125)  # the ladder's rungs by their learning rate's factor
+
+
+def queue(profile: str = "cpu") -> list:
+    """Every reference config once, in priority order; the drift ladder's rungs from the slow-drift rate outwards."""
+    seen, ordered = set(), []
+    for name in QUEUE:
+        configs = sweep(name, profile)
+        if name == "drift_ladder":
+            base = sweep("staleness", profile)[0].lr
+            configs = sorted(configs, key=lambda c: min(range(len(RUNG_ORDER)),
+                                                        key=lambda i: abs(RUNG_ORDER[i] - c.lr / base)))
+        for config in configs:
+            if config.hash() not in seen:
+                seen.add(config.hash())
+                ordered.append((name, config))
+    return ordered
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--part", default="0/1", help="i/n: this process takes every n-th run, starting at i")
+    parser.add_argument("--list", action="store_true", help="print the queue and what is stored, train nothing")
+    args = parser.parse_args()
+    store = RunStore(reference_root())
+    todo = queue()
+    if args.list:
+        for i, (name, config) in enumerate(todo):
+            run = store.find(config)
+            state = "stored" if run is not None and run.complete else "partial" if run is not None else "to train"
+            print(f"{i:4d} {name:<16} {config.experiment}/{config.name} ({config.total_updates} updates): {state}")
+        return
+    index, parts = map(int, args.part.split("/"))
+    mine = todo[index::parts]
+    for i, (name, config) in enumerate(mine, 1):
+        tic = time.time()
+        run = run_or_load(config, store, references=False)
+        print(f"[{i}/{len(mine)}] {name}: {run.path.relative_to(reference_root())} "
+              f"({time.time() - tic:.0f} s)", flush=True)
+
+
+if __name__ == "__main__":
+    main()

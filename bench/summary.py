@@ -1,0 +1,182 @@
+"""bench/README.md from bench/results/: for every benchmark its latest result, the command that made it, and its figures.
+
+    python bench/summary.py            # rewrites bench/README.md
+    python bench/summary.py --check    # exit 1 if bench/README.md is not what the results give
+
+Each benchmark keeps its results in bench/results/<benchmark>/ (bench/record.py writes them), one file per distinct
+result; older results stay there and in git history. Every figure in bench/README.md is read from a result file here,
+never typed.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+RESULTS, README = BENCH / "results", BENCH / "README.md"
+
+
+def g(value) -> str:
+    return f"{value:.3g}" if isinstance(value, float) else str(value)
+
+
+def mean(rows: list[dict], key: str) -> str:
+    values = [r[key] for r in rows if isinstance(r.get(key), (int, float))]
+    return g(statistics.mean(values)) if values else "n/a"
+
+
+def by(rows: list[dict], key: str) -> dict:
+    groups: dict = {}
+    for row in rows:
+        groups.setdefault(row.get(key), []).append(row)
+    return groups
+
+
+def fidelity(d):
+    for chapter, table in d["chapters"].items():
+        verdicts = [s["verdict"] for s in table["signatures"]]
+        yield f"{chapter} ({table['runs']} runs): " + ", ".join(f"{verdicts.count(v)} {v}" for v in dict.fromkeys(verdicts))
+
+
+def fuzz_inputs(d):
+    yield f"{d['total_cases']} cases, {len(d['failures'])} failures, {g(d['minutes'])} minutes"
+
+
+def learning_gain(d):
+    for profile, rows in by(d["rows"], "profile").items():
+        yield (f"{profile}: greedy gain {mean(rows, 'gain_greedy')} (mean of {len(rows)} seeds) in "
+               f"{mean(rows, 'rl_minutes')} RL minutes per run")
+
+
+def lora_step(d):
+    for row in d["rows"]:
+        yield f"{row['preset']} x{row['layers']} layers, loss path {row['path']}: peak {g(row['peak_gib'])} GiB ({row['memory']})"
+
+
+def objectives_table(d):
+    for row in d["table"]:
+        yield (f"{row['objective']} at s = {row['staleness']}: final greedy {g(statistics.mean(row['final_greedy']))} "
+               f"(mean of seeds {row['seeds']})")
+
+
+def paper_dry_run(d):
+    yield f"{len(d['rows']) - 1} updates at the Qwen3-1.7B shape in {g(d['seconds'])} s, peak RSS {g(d['peak_rss_gib'])} GiB"
+
+
+def paper_memory(d):
+    totals = [row["total_gb"] for row in d["rows"]]
+    yield f"{len(totals)} settings: {g(min(totals))} to {g(max(totals))} GB per update"
+
+
+def pilots(d):
+    for row in d["pilots"]:
+        yield f"{row['label']}: base greedy {g(row['base'])}, gain {row['gain']:+.3g}"
+
+
+def prefix_sharing(d):
+    yield ", ".join(f"{k} {g(v)}" for k, v in d["summary"].items() if not k.startswith("load"))
+
+
+def profile_trainer(d):
+    per_update = d["cpu_s_per_update"]
+    yield (f"settings {d['changes'] or 'default'}: CPU s per update " + ", ".join(f"{k} {g(v)}" for k, v in
+                                                                                per_update.items()))
+
+
+def static_sampling(d):
+    yield (f"{d['preset']}, {d['rows']} rows x {d['max_new_tokens']} tokens, CUDA graph {d['cuda_graph']}: "
+           + ", ".join(f"{path} {g(r['ms_per_rollout'])} ms" for path, r in d["paths"].items())
+           + f"; same tokens: {d['same_tokens']}")
+
+
+def vs_trl(d):
+    for system, row in d["summary"].items():
+        yield (f"{system}: {g(row['s_per_update'])} s per update ({g(row['cpu_s_per_update'])} CPU s), greedy "
+               f"{g(row['base_greedy'])} -> {g(row['final_greedy'])}")
+
+
+def check_exports(d):
+    for engine, result in d["results"].items():
+        yield (f"{engine} {result['version']}: {result['passed']} of {result['passed'] + result['failed']} exports load "
+               "with the engine's own config code")
+
+
+def trl_chapter1(d):
+    for backend in ("rlbook", "trl"):
+        row = d["summary"][backend]
+        yield (f"{backend}: final greedy {g(row['final_greedy'])} +- {g(row['final_greedy_se'])} over "
+               f"{len(row['runs'])} seeds, {g(row['s_per_update'])} s per update, {g(row['wall_time_s'])} s per run")
+    c = d["summary"]["comparison"]
+    yield (f"rlbook - TRL: {g(c['accuracy_gap'])} (2 s.e. {g(c['two_se'])}); rlbook {g(c['speedup_per_update'])}x "
+           f"faster per update, {g(c['speedup_wall'])}x per run ({d.get('updates') or 'chapter 1s'} updates)")
+
+
+def gpu_check(d):
+    for name, result in d["measurements"].items():
+        yield f"{name}: " + ", ".join(f"{k} {g(v)}" for k, v in result.items() if not isinstance(v, (dict, list)))
+
+
+def scalars(d):
+    """Any other benchmark: its top-level numbers."""
+    yield ", ".join(f"{k} {g(v)}" for k, v in d.items() if isinstance(v, (int, float)) and not isinstance(v, bool))
+
+
+FIGURES = {f.__name__: f for f in (fidelity, fuzz_inputs, learning_gain, lora_step, objectives_table, paper_dry_run,
+                                   paper_memory, pilots, prefix_sharing, profile_trainer, static_sampling, vs_trl,
+                                   gpu_check, check_exports, trl_chapter1)} | {"router_pilots": pilots}
+
+
+def stamp(path: Path) -> str:
+    """The result's date-time stamp (the file name's last two fields)."""
+    return "-".join(path.stem.split("-")[-2:])
+
+
+def latest(folder: Path) -> Path:
+    return max(folder.glob("*.json"), key=stamp)
+
+
+def section(folder: Path) -> str:
+    """One benchmark's part of the README, from its latest result."""
+    path = latest(folder)
+    d = json.loads(path.read_text())
+    lines = list(FIGURES.get(folder.name, scalars)(d))
+    program, _, arguments = d.get("command", "").partition(" ")
+    program = "python -m pytest" if program.endswith("pytest/__main__.py") else f"python {program}"
+    when, env = stamp(path), d.get("environment", {})
+    return "\n".join([f"## {folder.name}", "", f"`{program} {arguments}`".replace(" `", "`"), "",
+                      f"Latest: [{path.name}](results/{folder.name}/{path.name}) ({when[:4]}-{when[4:6]}-{when[6:8]}, "
+                      f"commit {env.get('git_commit', '?')}, {env.get('device', 'device not recorded')}; "
+                      f"{len(list(folder.glob('*.json')))} result(s) in the folder)", "",
+                      *[f"- {line}" for line in lines], ""])
+
+
+def readme(results: Path | None = None) -> str:
+    """bench/README.md as the results in `results` (default: bench/results/) give it."""
+    results = RESULTS if results is None else results
+    folders = sorted(p for p in results.iterdir() if p.is_dir() and any(p.glob("*.json")))
+    head = ["# Benchmarks", "", "Written by `python bench/summary.py` from bench/results/ (do not edit by hand). Each "
+            "benchmark's results are in `bench/results/<benchmark>/`, one file per distinct result, each with the "
+            "command, commit and machine that made it (a command is shown as it was run at that commit). `make gpu-check` runs "
+            "the measurements only a GPU can make.", ""]
+    return "\n".join(head + [section(folder) for folder in folders]).rstrip() + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--check", action="store_true", help="only compare bench/README.md with the results")
+    text = readme()
+    if parser.parse_args().check:
+        if not README.exists() or README.read_text() != text:
+            print("bench/README.md is not what bench/results/ gives: run python bench/summary.py", file=sys.stderr)
+            return 1
+        return 0
+    README.write_text(text)
+    print(f"wrote {README}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,136 @@
+"""The engine of a run: which tested combination of speed paths computes it, and the fastest one a config allows.
+
+Each engine is one combination that the tests hold to the reference engine within a stated tolerance:
+
+  reference  the plain paths: rollouts through the model itself (`rollout.sample`), the training forward over whole
+             sequences (`losspath`). Bit-exact to every result made before engines existed; the golden results
+             (tests/test_versions.py) pin it.
+  fast       the training pass runs each distinct prompt once and shares its KV cache with its group
+             (PREFIX_SHARING_TOLERANCE), rollouts sample from a lean copy with the LoRA update merged into the weights
+             (MERGED_TOLERANCE), and sequences whose every advantage is 0 run without grad (same gradient, other
+             summation order). Any dense model with float32 rollouts and the reference loss kernel.
+  graph      on-policy updates backpropagate through the sampling pass (`lean_decoder`, LoRA factors live): no
+             training forward at all. One update per rollout batch, right after it is sampled, LoRA, a dense model.
+  static     fast, with a preallocated KV cache and one fixed-shape decoding step replayed from a CUDA graph on a GPU
+             (`static_sampling`; on a CPU the same step runs eagerly and buys nothing).
+
+`engine='auto'` (the default) picks the first of DEFAULT_ORDER the config allows, from the config alone (never the
+machine, so a config computes the same thing everywhere): graph, else fast, else reference. The chosen engine is part
+of the run's identity: two engines give different numbers. `python bench/vs_trl.py` times each engine on the CPU
+(bench/results/vs_trl/).
+
+Not engine choices, and so separate RunConfig fields: `rollout_dtype` (the precision of the rollout engine is what
+chapter 6 studies), `micro_batch_size` and `rollout_batch_size` (they bound memory), `fused_ratio` (the loss kernel:
+fused needs a GPU, chunked bounds the logits' memory at a large vocabulary).
+"""
+from __future__ import annotations
+
+import textwrap
+from dataclasses import dataclass, fields
+
+from .checks import choose
+from .objectives import needs_proximal
+
+@dataclass(frozen=True)
+class Engine:
+    name: str
+    help: str
+    prefix_sharing: bool = False  # training pass: losspath 'shared'
+    merged_sampling: bool = False  # rollouts: lean_decoder, LoRA merged
+    static_sampling: bool = False  # rollouts: static_sampling (needs merged_sampling)
+    skip_zero_advantage: bool = False  # training pass: zero-advantage sequences without grad
+    sampling_graph: bool = False  # rollouts: lean_decoder, LoRA live; the update backpropagates through them
+
+    @property
+    def knobs(self) -> dict:
+        """The engine as the setting of the speed options that were separate fields up to TRAINING_VERSION 2."""
+        return {name: getattr(self, name) for name in KNOBS}
+
+    @property
+    def lean_sampler(self) -> bool:
+        """Rollouts sample from rlbook.lean_decoder (a dense Qwen3 in plain tensor ops) instead of the model."""
+        return self.merged_sampling or self.sampling_graph
+
+
+KNOBS = tuple(f.name for f in fields(Engine) if f.name not in ("name", "help"))
+FAST = dict(prefix_sharing=True, merged_sampling=True, skip_zero_advantage=True)
+ENGINES = {engine.name: engine for engine in (
+    Engine("reference", "the plain paths, bit-exact to the golden results"),
+    Engine("fast", "shared prompts in the training pass, LoRA-merged lean sampler, no grad through zero-advantage "
+                   "sequences (dense model)", **FAST),
+    Engine("graph", "the on-policy update backpropagates through the sampling pass (one update per batch, no "
+                    "staleness, LoRA, dense model)", sampling_graph=True),
+    Engine("static", "fast with a static KV cache, its decoding step replayed from a CUDA graph on a GPU",
+           static_sampling=True, **FAST),
+)}
+DEFAULT_ORDER = ("graph", "fast", "reference")  # what engine='auto' tries, fastest first
+HELP = (f"how the run is computed, one tested combination of speed paths: auto (the fastest the config allows: "
+        f"{', else '.join(DEFAULT_ORDER)}) or {', '.join(ENGINES)} (below)")
+EPILOG = "engines (rlbook.engines):\n" + "\n".join(textwrap.fill(e.help, 79, initial_indent=f"  {e.name:<11}",
+                                                                   subsequent_indent=" " * 13)
+                                                     for e in ENGINES.values())
+
+
+def refusal(engine: Engine, config) -> str | None:
+    """Why `engine` cannot compute `config` (None: it can)."""
+    from .models import PRESETS
+
+    if engine.prefix_sharing and config.fused_ratio in ("on", "chunked"):
+        return (f"shared prompts run the reference loss path, not fused_ratio={config.fused_ratio!r} (use 'auto' or "
+                "'off')")
+    if engine.prefix_sharing and config.router_replay:
+        return "router_replay replays the routing of whole sequences; shared prompts run prompt and response apart"
+    if engine.lean_sampler and PRESETS[config.preset].moe:
+        return f"the lean sampler needs a dense model; preset {config.preset!r} is a mixture of experts"
+    if engine.lean_sampler and config.rollout_dtype != "float32":
+        return f"the lean sampler is its own float32 rollout engine, not rollout_dtype={config.rollout_dtype!r}"
+    if engine.sampling_graph:
+        needed = {"staleness": 0, "updates_per_step": 1, "epochs": 1, "sync_every": 1, "micro_batch_size": 0,
+                  "rollout_batch_size": 0, "lopti_eta": 0.0, "finetune": "lora"}
+        wrong = {k: getattr(config, k) for k, v in needed.items() if getattr(config, k) != v}
+        if wrong or config.objective == "dpo" or needs_proximal(config.objective):
+            return (f"the update backpropagates through the sampling pass, so it needs {needed} and an objective "
+                    f"without a proximal or reference policy (not tis, decoupled, m2po_areal or dpo); got {wrong}, "
+                    f"objective={config.objective!r}")
+    return None
+
+
+def default_engine(config) -> str:
+    """The first engine of DEFAULT_ORDER that can compute config (a checkpoint's architecture is only known when it
+    is loaded: a run from a checkpoint directory keeps the model's own sampler)."""
+    for name in DEFAULT_ORDER:
+        if refusal(ENGINES[name], config) is None and not (ENGINES[name].lean_sampler and config.from_checkpoint):
+            return name
+    raise AssertionError("the reference engine computes every config")
+
+
+def engine_of(config) -> Engine:
+    """The engine that computes config: its own, or (engine='auto') the default for it."""
+    return ENGINES[default_engine(config) if config.engine == "auto" else config.engine]
+
+
+def check_engine(config) -> None:
+    """A ValueError naming the engine, why it cannot compute config, and the choices."""
+    choose("engine", config.engine, ["auto", *ENGINES])
+    reason = None if config.engine == "auto" else refusal(ENGINES[config.engine], config)
+    if reason:
+        raise ValueError(f"engine={config.engine!r} cannot compute this config: {reason}; engine='auto' picks the "
+                         f"fastest engine that can ({default_engine(config)!r})")
+
+
+def from_knobs(values: dict) -> dict:
+    """A config dict of the knob era (TRAINING_VERSION <= 2: the five KNOBS as separate fields) with its knobs
+    replaced by the engine that is that combination; a dict without knobs is returned unchanged."""
+    if not set(KNOBS) & set(values):
+        return values
+    knobs = {name: bool(values.get(name, False)) for name in KNOBS}
+    rest = {k: v for k, v in values.items() if k not in KNOBS}
+    matches = [e.name for e in ENGINES.values() if e.knobs == knobs]
+    if not matches:
+        on = [name for name, value in knobs.items() if value]
+        raise ValueError(f"the speed options {on} are not one engine; choose engine= one of: "
+                         + "; ".join(f"{e.name} ({', '.join(k for k, v in e.knobs.items() if v) or 'none'})"
+                                     for e in ENGINES.values()))
+    if rest.get("engine", matches[0]) not in (matches[0], "auto"):
+        raise ValueError(f"engine={rest['engine']!r} contradicts the speed options {knobs} (engine {matches[0]!r})")
+    return {**rest, "engine": matches[0]}

@@ -1,0 +1,109 @@
+"""Files that are whole or absent: atomic writes, JSON objects and rows read back with errors naming file and line,
+where results live (the RunStore's roots) and the record of where a result was made (environment).
+
+Every file is written atomically (temporary file + rename) and metric rows are appended and fsynced, so a killed
+process never leaves a corrupt file. Nothing is ever dropped silently: the one thing tolerated is a torn last row
+(the process died writing it, so it has no newline). Any other unreadable row or file raises CorruptRunError, naming
+the file (and line), before anything is written.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import tempfile
+from pathlib import Path
+
+
+class CorruptRunError(ValueError):
+    """A stored file cannot be read as written; the message names the file (and line). Nothing was changed."""
+
+
+UNTOUCHED = "nothing was changed; repair the file, or delete the run's directory to train it anew"
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def default_root() -> Path:
+    """$RLBOOK_RUNS, else `runs/` in the source checkout, else ~/.cache/rlbook/runs."""
+    if "RLBOOK_RUNS" in os.environ:
+        return Path(os.environ["RLBOOK_RUNS"])
+    if (REPO_ROOT / "pyproject.toml").exists():
+        return REPO_ROOT / "runs"
+    return Path.home() / ".cache" / "rlbook" / "runs"
+
+
+def reference_root() -> Path:
+    """Reference runs shipped with the book (same layout, recorded where they really ran)."""
+    return REPO_ROOT / "data" / "runs"
+
+
+def write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", delete=False) as tmp:
+        try:
+            tmp.write(text)
+            tmp.flush()
+            os.fsync(tmp.fileno())
+        except BaseException:
+            os.unlink(tmp.name)
+            raise
+    try:
+        os.replace(tmp.name, path)
+    except BaseException:
+        os.unlink(tmp.name)
+        raise
+
+
+def write_json(path: Path, value) -> None:
+    write_atomic(path, json.dumps(value, indent=1, sort_keys=True) + "\n")
+
+
+def read_json(path: Path) -> dict:
+    """A JSON object from a file; anything else raises CorruptRunError naming the file and the line."""
+    try:
+        value = json.loads(path.read_bytes())
+    except ValueError as error:  # JSONDecodeError, UnicodeDecodeError
+        raise CorruptRunError(f"{path}: not valid JSON ({error}); {UNTOUCHED}") from None
+    if not isinstance(value, dict):
+        raise CorruptRunError(f"{path}: holds a {type(value).__name__}, not a JSON object; {UNTOUCHED}")
+    return value
+
+
+def read_rows(path: Path) -> list[dict]:
+    """Rows of a JSONL file. A torn last line (no newline: the process died writing it) is dropped; any other
+    unreadable line raises CorruptRunError naming the file and the line."""
+    if not path.exists():
+        return []
+    rows = []
+    for number, line in enumerate(path.read_bytes().splitlines(keepends=True), 1):
+        try:
+            row = json.loads(line)
+        except ValueError as error:  # JSONDecodeError, UnicodeDecodeError
+            if not line.endswith(b"\n"):
+                break  # the torn last line
+            raise CorruptRunError(f"{path} line {number}: not a JSON row ({error}); {UNTOUCHED}") from None
+        if not isinstance(row, dict):
+            raise CorruptRunError(f"{path} line {number}: a {type(row).__name__}, not a JSON object; {UNTOUCHED}")
+        rows.append(row)
+    return rows
+
+
+def git_commit() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True)
+        return out.stdout.strip() or "unknown"
+    except OSError:
+        return "unknown"
+
+
+def environment() -> dict:
+    """Where a run ran: device, machine and library versions."""
+    import torch
+    import transformers
+
+    device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"cpu ({platform.processor() or 'x86'})"
+    return {"device": device, "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+            "python": platform.python_version(), "torch": torch.__version__,
+            "transformers": transformers.__version__, "git_commit": git_commit(), "host": platform.node()}

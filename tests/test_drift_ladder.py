@@ -1,0 +1,93 @@
+"""The drift ladder's analysis (rlbook.chapters.drift_ladder) on synthetic runs with known answers."""
+import json
+
+import matplotlib
+import pytest
+
+from rlbook import stats
+from rlbook.chapters import drift_ladder
+from rlbook.config import RunConfig
+from rlbook.runs import Run, write_json
+
+matplotlib.use("Agg")
+
+
+def make_run(root, name, final, lag1_m2=0.0, clip=0.0, mask=0.0, removed=None, **config):
+    """A stored run: base 0.4, then four updates per step (policy_lag 0-3) over 3 steps, evaluated at each step's end
+    (the last three evaluations all `final`)."""
+    c = RunConfig(experiment="x", name=name, preset="nano-tiny", init="scratch", updates_per_step=4,
+                  prompts_per_step=16, **config)
+    path = root / name
+    path.mkdir()
+    write_json(path / "config.json", c.to_dict())
+    rows = [{"update": 0, "eval_greedy_acc": 0.4}]
+    for update in range(1, 13):
+        row = {"update": update, "policy_lag": c.staleness + (update - 1) % 4, "m2": lag1_m2 * (1 + (update - 1) % 4),
+               "clip_frac_low": clip / 2, "clip_frac_high": clip / 2, "mask_frac": mask}
+        for variant, (share, entropy) in (removed or {}).items():
+            row[f"removed_frac_{variant}"], row[f"entropy_removed_{variant}"] = share, entropy
+        if update % 4 == 0:
+            row["eval_greedy_acc"] = final
+        rows.append(row)
+    (path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return Run(path)
+
+
+def rung(root, lr, staleness, drift, on_policy, grpo, m2po, jitter=(0.0, 0.004, -0.004)):
+    runs = []
+    for role, objective, s, final in (("o", "grpo", 0, on_policy), ("g", "grpo", staleness, grpo),
+                                      ("m", "m2po", staleness, m2po), ("n", "no_clip", staleness, grpo - 0.05)):
+        runs += [make_run(root, f"{role}-{lr}-{i}", final + j, lag1_m2=drift, lr=lr, staleness=s, objective=objective,
+                          seed=i, clip=0.02 if objective == "grpo" else 0.0, mask=0.01 if objective == "m2po" else 0.0)
+                 for i, j in enumerate(jitter)]
+    return runs
+
+
+def test_drift_is_read_off_the_updates_one_update_old(tmp_path):
+    run = make_run(tmp_path, "r", 0.5, lag1_m2=0.001, objective="grpo")
+    assert drift_ladder.drift(run) == pytest.approx(0.002)  # lag 1 rows carry 2 x lag1_m2 in this fixture
+
+
+def test_share_and_trend_when_m2po_recovers_more_at_smaller_drift(tmp_path):
+    runs = (rung(tmp_path, 1e-3, 24, 1e-2, 0.60, 0.50, 0.52)  # recovers 20%
+            + rung(tmp_path, 5e-4, 48, 1e-3, 0.60, 0.50, 0.55)  # 50%
+            + rung(tmp_path, 2.5e-4, 96, 1e-4, 0.60, 0.50, 0.58))  # 80%
+    ladder = drift_ladder.rungs(runs)
+    assert [g.lr for g in ladder] == [1e-3, 5e-4, 2.5e-4] and all(g.complete for g in ladder)
+    shares = [drift_ladder.share_estimate(g).mean for g in ladder]
+    assert shares == pytest.approx([0.2, 0.5, 0.8], abs=1e-9)
+    trend = drift_ladder.share_trend(ladder)
+    assert trend.mean == pytest.approx(-0.3, abs=1e-9) and 0 < trend.se < 0.1
+    found = drift_ladder.signatures(ladder)
+    assert found[-1].verdict == stats.REPRODUCED  # the share rises as the drift falls: the paper's direction
+    assert [s.verdict for s in found[:3]] == [stats.REPRODUCED, stats.REPRODUCED, stats.NOT_REPRODUCED]
+    table = drift_ladder.rung_table(ladder)
+    assert table.count("\n") == 4 and "0.80 ±" in table
+
+
+def test_a_flat_share_is_no_trend_and_an_incomplete_rung_says_so(tmp_path):
+    runs = (rung(tmp_path, 1e-3, 24, 1e-2, 0.60, 0.50, 0.55, jitter=(0.0, 0.03, -0.03))
+            + rung(tmp_path, 5e-4, 48, 1e-3, 0.60, 0.50, 0.55, jitter=(0.0, 0.03, -0.03))
+            + rung(tmp_path, 2.5e-4, 96, 1e-4, 0.60, 0.50, 0.55, jitter=(0.0, 0.03, -0.03)))
+    assert drift_ladder.signatures(drift_ladder.rungs(runs))[-1].verdict == stats.WITHIN_NOISE
+    partial = drift_ladder.rungs([r for r in runs if not (r.config.lr == 1e-3 and r.config.objective == "m2po")])
+    assert not partial[0].complete
+    assert drift_ladder.signatures(partial)[0].verdict == "no runs"
+    assert "at least 3 complete rungs" in drift_ladder.signatures(partial)[-1].observed
+
+
+def test_figures_and_variant_table_draw_from_the_runs(tmp_path):
+    runs = (rung(tmp_path, 1e-3, 24, 1e-2, 0.60, 0.50, 0.52) + rung(tmp_path, 5e-4, 48, 1e-3, 0.60, 0.50, 0.55)
+            + rung(tmp_path, 2.5e-4, 96, 1e-4, 0.60, 0.50, 0.58))
+    ladder = drift_ladder.rungs(runs)
+    fig = drift_ladder.share_figure(ladder)
+    assert len(fig.axes[0].lines) >= 3 and fig.axes[0].get_xscale() == "log"
+    fig = drift_ladder.fractions_figure(ladder)
+    assert fig.axes[0].get_yscale() == "log"
+    removed = {"m2po": (0.01, 1.5), "m2po_cap": (0.02, 1.2), "m2po_areal": (0.05, 0.9)}
+    same = [make_run(tmp_path, f"g-shadow-{i}", 0.5, removed=removed, objective="grpo", staleness=4, seed=i)
+            for i in range(3)]
+    shares = drift_ladder.variant_removals(same)
+    assert shares["m2po_areal"][0].mean == pytest.approx(0.05) and shares["m2po"][1].mean == pytest.approx(1.5)
+    table = drift_ladder.variants_table(same, {"m2po": ladder[0].m2po})
+    assert "5.00% ± 0.00" in table and table.count("\n") == 4

@@ -1,0 +1,124 @@
+"""The engine setting: each engine is one combination of speed paths, the default is the fastest one a config allows
+(chosen from the config alone), the engine is part of a run's identity, configs of the knob era load as the engine
+they were, and golden results pin what the default engines compute (the reference engine's: tests/test_versions.py).
+
+When the golden comparison fails, the change alters what a default-engine run computes: bump TRAINING_VERSION in
+rlbook/versions.py, then rewrite the golden file with `TRITON_INTERPRET=1 .venv/bin/python tests/test_engines.py`.
+"""
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from rlbook.config import RunConfig
+from rlbook.engines import DEFAULT_ORDER, ENGINES, KNOBS, engine_of, from_knobs
+from rlbook.versions import TRAINING_VERSION, WARM_START_VERSION
+from test_versions import KEYS, RUN, close
+
+GOLDEN = Path(__file__).parent / "golden" / "engines.json"
+# The golden run of tests/test_versions.py (stale, two updates per batch) and its on-policy form, each on the engine
+# the default picks for it
+DEFAULT_RUNS = {"fast": {**RUN, "engine": "auto"},
+                "graph": {**RUN, "engine": "auto", "staleness": 0, "updates_per_step": 1, "total_updates": 3}}
+
+
+@pytest.mark.parametrize("changes, expected", [
+    ({}, "graph"),  # on-policy, one update per batch, LoRA, a dense model
+    ({"staleness": 4, "updates_per_step": 4}, "fast"),
+    ({"objective": "tis"}, "fast"), ({"objective": "dpo"}, "fast"), ({"sync_every": 0}, "fast"),
+    ({"micro_batch_size": 4}, "fast"), ({"finetune": "full"}, "fast"), ({"lopti_eta": 0.5}, "fast"),
+    ({"preset": "nano-moe", "finetune": "full"}, "reference"),  # the lean sampler is dense-only
+    ({"rollout_dtype": "bfloat16", "preset": "nano-moe", "finetune": "full"}, "reference"),
+    ({"fused_ratio": "chunked", "updates_per_step": 2}, "reference"),  # shared prompts take the reference loss path
+    ({"init": "/some/checkpoint"}, "reference"),  # its architecture is known only when it is loaded
+])
+def test_the_default_is_the_fastest_engine_the_config_allows(changes, expected):
+    config = RunConfig(**changes)
+    assert config.engine == "auto" and engine_of(config).name == expected
+    faster = DEFAULT_ORDER[:DEFAULT_ORDER.index(expected)]
+    for name in faster:  # each faster engine is refused by name, with the reason
+        if not config.from_checkpoint:
+            with pytest.raises(ValueError, match=f"engine={name!r} cannot compute this config"):
+                config.replace(engine=name)
+    assert engine_of(config.replace(engine=expected)).name == expected
+
+
+def test_each_engine_is_one_setting_of_the_speed_options():
+    assert [e.knobs for e in ENGINES.values()] == [
+        dict.fromkeys(KNOBS, False),
+        {**dict.fromkeys(KNOBS, False), "prefix_sharing": True, "merged_sampling": True, "skip_zero_advantage": True},
+        {**dict.fromkeys(KNOBS, False), "sampling_graph": True},
+        {**dict.fromkeys(KNOBS, True), "sampling_graph": False}]
+    with pytest.raises(ValueError, match="engine='turbo' is not valid; choose one of: auto, reference, fast"):
+        RunConfig(engine="turbo")
+
+
+def test_the_engine_is_part_of_the_identity_and_auto_is_the_engine_it_picks():
+    config = RunConfig(staleness=4, updates_per_step=4)
+    assert config.identity()["engine"] == "fast" and config.hash() == config.replace(engine="fast").hash()
+    assert len({config.replace(engine=e).hash() for e in ("reference", "fast", "static")}) == 3
+
+
+def test_the_identity_holds_the_fields_that_differ_from_their_defaults():
+    config = RunConfig(name="x", experiment="y", seed=3, lr=1e-3, lora_alpha=32, init="scratch")
+    assert config.identity() == {"seed": 3, "lr": 1e-3, "init": "scratch", "engine": "graph",
+                                 "training_version": TRAINING_VERSION}
+    assert RunConfig().identity() == {"engine": "graph", "training_version": TRAINING_VERSION,
+                                      "warm_start_version": WARM_START_VERSION}
+
+
+@pytest.mark.parametrize("knobs, engine", [({}, "reference"), ({"sampling_graph": True}, "graph"),
+                                           ({"prefix_sharing": True, "merged_sampling": True,
+                                             "skip_zero_advantage": True}, "fast"),
+                                           ({"prefix_sharing": True, "merged_sampling": True, "static_sampling": True,
+                                             "skip_zero_advantage": True}, "static")])
+def test_a_config_of_the_knob_era_loads_as_its_engine(knobs, engine):
+    values = {**dict.fromkeys(KNOBS, False), **knobs, "seed": 2}
+    assert from_knobs(values) == {"seed": 2, "engine": engine}
+    assert RunConfig.from_dict({**values, "init": "scratch"}).engine == engine
+    assert from_knobs({"seed": 2}) == {"seed": 2}  # no knob: left as it is (engine 'auto')
+
+
+def test_a_knob_combination_that_is_no_engine_is_refused_with_the_engines():
+    with pytest.raises(ValueError, match=r"speed options \['prefix_sharing'\] are not one engine.*fast \("):
+        RunConfig.from_dict({"prefix_sharing": True})
+    with pytest.raises(ValueError, match="engine='fast' contradicts"):
+        RunConfig.from_dict({"sampling_graph": True, "engine": "fast"})
+
+
+def compute(root: Path) -> dict:
+    import rlbook.trainer
+    from rlbook.replay import run_or_load
+    from rlbook.runs import RunStore
+    from rlbook.tasks import make_task
+    from shaped import ShapedTask
+
+    torch.set_num_threads(1)
+    rlbook.trainer.make_task = lambda name, **params: ShapedTask(make_task(name, **params))
+    try:
+        runs = {name: run_or_load(RunConfig(**values), RunStore(root), progress=False, references=False)
+                for name, values in DEFAULT_RUNS.items()}
+    finally:
+        rlbook.trainer.make_task = make_task
+    assert {name: run.meta["engine"] for name, run in runs.items()} == {name: name for name in DEFAULT_RUNS}
+    return {"training_version": TRAINING_VERSION,
+            "runs": {name: [{k: r[k] for k in KEYS if k in r} for r in run.metrics] for name, run in runs.items()}}
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_the_default_engines_match_their_golden_results(tmp_path):
+    golden, now = json.loads(GOLDEN.read_text()), compute(tmp_path)
+    assert golden["training_version"] == TRAINING_VERSION, (
+        "rlbook.versions changed: rewrite tests/golden/engines.json (see this file's docstring)")
+    assert close(golden["runs"], now["runs"]), (
+        "a default-engine run now computes other metrics: bump TRAINING_VERSION in rlbook/versions.py, then rewrite "
+        "tests/golden/engines.json (see this file's docstring)")
+
+
+if __name__ == "__main__":
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        GOLDEN.write_text(json.dumps(compute(Path(tmp)), indent=1) + "\n")
+    print(f"wrote {GOLDEN}")
