@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.rlbook-installed
 PROFILE ?= auto
 
-.PHONY: book test setup clean clean-runs
+.PHONY: book test setup clean clean-runs gpu-check
 
 setup: $(STAMP)
 
@@ -21,6 +21,10 @@ book: $(STAMP)
 
 test: $(STAMP)
 	TRITON_INTERPRET=1 $(PY) -m pytest
+
+# What only a CUDA GPU can measure, in under 10 minutes, into bench/results/ (bench/gpu_check.py); exit 2 without one.
+gpu-check: $(STAMP)
+	$(PY) bench/gpu_check.py
 
 clean:
 	rm -rf build

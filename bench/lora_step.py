@@ -97,7 +97,7 @@ def worker(args) -> dict:
     trainable, total = count_parameters(model)
     config = RunConfig(preset=preset, init="scratch", group_size=2, prompts_per_step=1, lr=1e-6,
                        lora_rank=args.lora_rank, lora_alpha=2.0 * args.lora_rank, micro_batch_size=args.batch,
-                       fused_ratio=FUSED_RATIO[args.path])
+                       fused_ratio=FUSED_RATIO[args.path], engine="reference")
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=config.lr)
     batch = synthetic_batch(model.config.vocab_size, args.batch, args.prompt_len, args.response_len)
     advantages = batch.rewards - batch.rewards.mean()

@@ -116,7 +116,11 @@ def trl_chapter1(d):
 
 def gpu_check(d):
     for name, result in d["measurements"].items():
-        yield f"{name}: " + ", ".join(f"{k} {g(v)}" for k, v in result.items() if not isinstance(v, (dict, list)))
+        if "error" in result:
+            yield f"{name}: no result ({result['error'].splitlines()[0][:120]})"
+        else:
+            yield f"{name}: " + ", ".join(f"{k} {g(v)}" for k, v in result.items()
+                                          if k != "source" and not isinstance(v, (dict, list)))
 
 
 def scalars(d):
