@@ -1,5 +1,6 @@
 """Chapter 1's two-trainer figure and the TRL run's config (rlbook.chapters.backends)."""
 import matplotlib
+import pytest
 
 matplotlib.use("Agg")
 
@@ -31,6 +32,8 @@ def test_figure_draws_each_trainer_as_a_mean_with_its_standard_error(tmp_path):
     trl_runs = [stored(tmp_path / "b", trl_config("smoke", s), [0.2, 0.3 + 0.1 * s, 0.5]) for s in (0, 1)]
     updates, mean, se = mean_band(trl_runs, "eval_greedy_acc")
     assert list(updates) == [0, 1, 2] and mean[1] == 0.35 and abs(se[1] - 0.05) < 1e-12 and se[0] == 0
+    _, smoothed, _ = mean_band(trl_runs, "eval_greedy_acc", window=2)
+    assert list(smoothed) == pytest.approx([0.2, 0.275, 0.425])  # each run's last two values averaged, then the seeds
     fig = backends_figure(rlbook_runs, trl_runs)
     accuracy, reward = fig.axes
     assert [len(ax.lines) for ax in (accuracy, reward)] == [2, 2] and len(accuracy.collections) == 2

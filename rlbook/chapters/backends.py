@@ -22,23 +22,30 @@ def trl_config(profile: str, seed: int) -> RunConfig:
                              **defaults)
 
 
-def mean_band(runs, metric: str):
-    """(updates, mean, standard error) of a metric over runs, at the updates every run recorded."""
+def mean_band(runs, metric: str, window: int = 1):
+    """(updates, mean, standard error) of a metric over runs, at the updates every run recorded, each run's values
+    first averaged over the last `window` of them."""
     series = [dict(zip(*run.series(metric))) for run in runs]
     updates = sorted(set.intersection(*(set(s) for s in series)))
     values = np.array([[s[u] for u in updates] for s in series])
+    if window > 1:
+        sums = np.cumsum(np.pad(values, ((0, 0), (1, 0))), axis=1)
+        counts = np.minimum(np.arange(1, len(updates) + 1), window)
+        values = (sums[:, 1:] - sums[:, np.maximum(np.arange(1, len(updates) + 1) - window, 0)]) / counts
     se = values.std(0, ddof=1) / np.sqrt(len(runs)) if len(runs) > 1 else np.zeros(len(updates))
     return np.array(updates), values.mean(0), se
 
 
-def backends_figure(rlbook_runs, trl_runs, metrics=("eval_greedy_acc", "reward")):
-    """One panel per metric: the mean over seeds of each trainer's runs, shaded +- one standard error."""
+def backends_figure(rlbook_runs, trl_runs, metrics=("eval_greedy_acc", "reward"), window: int = 20):
+    """One panel per metric: the mean over seeds of each trainer's runs, shaded +- one standard error; training
+    metrics averaged over the last `window` updates (evaluations are not)."""
     fig, axes = plt.subplots(1, len(metrics), figsize=(5.5 * len(metrics), 4.2), squeeze=False)
     for ax, metric in zip(axes.flat, metrics):
         for runs, label in ((rlbook_runs, "rlbook's trainer"), (trl_runs, "TRL's GRPOTrainer")):
-            x, mean, se = mean_band(runs, metric)
+            x, mean, se = mean_band(runs, metric, 1 if metric.startswith("eval") else window)
             line, = ax.plot(x, mean, marker="o" if metric.startswith("eval") else None, ms=3,
                             label=f"{label} ({len(runs)} seeds, mean +- s.e.)")
             ax.fill_between(x, mean - se, mean + se, color=line.get_color(), alpha=0.2)
-        ax.set(title=title(metric), xlabel="model updates", ylabel=axis_label(metric))
+        smoothed = "" if metric.startswith("eval") or window == 1 else f"\n(average of the last {window} updates)"
+        ax.set(title=title(metric) + smoothed, xlabel="model updates", ylabel=axis_label(metric))
     return legend_below(fig, axes, ncols=2)
