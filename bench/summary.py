@@ -98,6 +98,22 @@ def vs_trl(d):
                f"{g(row['base_greedy'])} -> {g(row['final_greedy'])}")
 
 
+def check_exports(d):
+    for engine, result in d["results"].items():
+        yield (f"{engine} {result['version']}: {result['passed']} of {result['passed'] + result['failed']} exports load "
+               "with the engine's own config code")
+
+
+def trl_chapter1(d):
+    for backend in ("rlbook", "trl"):
+        row = d["summary"][backend]
+        yield (f"{backend}: final greedy {g(row['final_greedy'])} +- {g(row['final_greedy_se'])} over "
+               f"{len(row['runs'])} seeds, {g(row['s_per_update'])} s per update, {g(row['wall_time_s'])} s per run")
+    c = d["summary"]["comparison"]
+    yield (f"rlbook - TRL: {g(c['accuracy_gap'])} (2 s.e. {g(c['two_se'])}); rlbook {g(c['speedup_per_update'])}x "
+           f"faster per update, {g(c['speedup_wall'])}x per run ({d.get('updates') or 'chapter 1s'} updates)")
+
+
 def gpu_check(d):
     for name, result in d["measurements"].items():
         if "error" in result:
@@ -114,7 +130,7 @@ def scalars(d):
 
 FIGURES = {f.__name__: f for f in (fidelity, fuzz_inputs, learning_gain, lora_step, objectives_table, paper_dry_run,
                                    paper_memory, pilots, prefix_sharing, profile_trainer, static_sampling, vs_trl,
-                                   gpu_check)} | {"router_pilots": pilots}
+                                   gpu_check, check_exports, trl_chapter1)} | {"router_pilots": pilots}
 
 
 def stamp(path: Path) -> str:

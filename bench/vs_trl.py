@@ -1,12 +1,12 @@
 """rlbook's trainer against TRL's GRPOTrainer on the same task, side by side (a benchmark, not a test).
 
-    pip install -e ".[bench]"      # TRL, pinned; never needed by `make test`
-    python bench/vs_trl.py [--seeds 0 1 2] [--updates 300] [--systems rlbook rlbook-fast rlbook-graph trl trl-gc]
+    pip install -e ".[bench]"      # TRL, pinned
+    python bench/vs_trl.py [--seeds 0 1 2] [--updates 300] [--systems rlbook rlbook-fast rlbook-graph trl]
                            [--store runs]
 
 Both systems start from the same warm-started nano-small checkpoint (chapter 1's cpu profile, trained once into the
 RunStore at --store if it is not there), train LoRA r16 / alpha 32 on the same 7 projections with GRPO on the same
-arithmetic prompts (rlbook's generator and seeds: update u of seed s sees task.generate(16, 1e6 (s+1) + u)), 8
+arithmetic prompts (rlbook's "rl_prompts" stream, rlbook.seeds), 8
 samples per prompt, the same reward, lr 5e-4 constant, token-mean loss, no KL, max grad norm 1, 1 thread, one
 update per rollout batch. Each (seed, system) runs in its own process, one after the other (systems interleaved per
 seed), so peak RSS is its own. Reported per system: s/update (median interval between consecutive updates,
@@ -15,8 +15,8 @@ the cores), generated tokens/s (generated tokens / wall time of the timed update
 for both). `rlbook` is the reference engine (bit-exact); `rlbook-fast` and `rlbook-graph` are the engines of those names
 (rlbook.engines), which change rounding (fast: shared prompts, merged sampler, no grad through zero-advantage
 sequences; graph, which the default engine picks for this on-policy single-update config: backpropagation through the
-sampling pass). `trl` has gradient checkpointing off (its fastest setting
-here); `trl-gc` is TRL's default (on).
+sampling pass). `trl` is rlbook.trl_backend: TRL's GRPOTrainer on the same RunConfig, gradient checkpointing off
+(TRL's fastest setting here), evaluated by the same function at the same updates.
 Writes bench/results/vs_trl-<device>-<commit>-<time>.json.
 """
 from __future__ import annotations
@@ -34,22 +34,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/learning_gain.py, when run as a script
 
-SYSTEMS = ["rlbook", "rlbook-fast", "rlbook-graph", "trl", "trl-gc"]
+SYSTEMS = ["rlbook", "rlbook-fast", "rlbook-graph", "trl"]
 OPTIONS = {"rlbook": {}, "rlbook-fast": dict(engine="fast"), "rlbook-graph": dict(engine="graph")}  # not bit-equal
 SETTINGS = dict(profile="cpu", lora_rank=16, lora_alpha=32.0, prompts=16, group=8, lr=5e-4, threads=1)
 # The update both systems make, whatever chapter 1's own budget is: SETTINGS' prompts and the reference engine
 COMPARED_UPDATE = dict(prompts_per_step=SETTINGS["prompts"], engine="reference")
-UNMATCHED = [
-    "random streams: TRL samples with transformers' generate under its own seed (GRPOConfig.seed = run seed); "
-    "rlbook with its own sampling loop and torch.Generator(seed), so the two draw different completions",
-    "advantage denominator: TRL divides by (group std + 1e-4), rlbook by (group std + 1e-6)",
-    "importance ratio: TRL (one iteration per batch) uses exp(logp - logp.detach()) = 1 exactly; rlbook uses "
-    "exp(logp - behaviour logp recorded while sampling), equal to 1 up to rounding (clipping at 0.2 never binds); "
-    "rlbook-graph's is exactly 1 (its logp is the sampling pass's)",
-    "TRL's data loader, accelerate wrapper and logging run in its loop; rlbook writes a metrics row per update",
-    "rlbook also evaluates sampled accuracy at start and end (outside the timed updates; TRL is evaluated "
-    "greedy only, by the same function)",
-]
+
+
+def unmatched() -> list[str]:
+    """What the two systems compute differently (rlbook.trl_backend's list for the compared config)."""
+    from rlbook.trl_backend import differences
+
+    return [*differences(compared_config(0)), "TRL's data loader, accelerate wrapper and logging run in its loop"]
 
 
 def compared_config(seed: int, **changes):
@@ -106,58 +102,20 @@ def run_rlbook(seed: int, updates: int, checkpoint: str, changes: dict) -> dict:
                    rows[-1]["eval_greedy_acc"])
 
 
-def run_trl(seed: int, updates: int, checkpoint: str, gradient_checkpointing: bool) -> dict:
-    from datasets import Dataset
-    from peft import LoraConfig
-    from transformers import PrinterCallback, TrainerCallback
-    from trl import GRPOConfig, GRPOTrainer
+def run_trl(seed: int, updates: int, checkpoint: str) -> dict:
+    """The same compared config trained by TRL's GRPOTrainer through rlbook.trl_backend (TRL's own generation and
+    forward: rlbook's engine options stay at their defaults)."""
+    from rlbook.runs import Run, RunStore
+    from rlbook.trl_backend import train_with_trl
 
-    from rlbook.evaluate import accuracy, completion_budget, evaluation_problems
-    from rlbook.models import LORA_TARGETS, load_pretrained
-    from rlbook.seeds import stream_seed
-    from rlbook.tasks import make_task
-
-    config = compared_config(seed)
-    task = make_task(config.task, **config.task_params)
-    model, tokenizer = load_pretrained(checkpoint)
-    max_new, eval_set = completion_budget(task, tokenizer), evaluation_problems(config.task, config.task_params,
-                                                                                config.eval_size)
-    base = accuracy(model, tokenizer, task, eval_set, max_new)
-    problems = [p for u in range(updates) for p in task.generate(config.prompts_per_step,
-                                                                  seed=stream_seed("rl_prompts", seed, u))]
-    data = Dataset.from_list([{"prompt": p["prompt"], "problem": json.dumps(p)} for p in problems])
-
-    def reward(prompts, completions, problem, **_):
-        return [task.score(json.loads(p), c).reward for p, c in zip(problem, completions)]
-
-    class Clock(TrainerCallback):
-        ends: list[tuple[float, float]] = []
-
-        def on_step_end(self, args, state, control, **kwargs):
-            self.ends.append(clock())
-
-    out = tempfile.TemporaryDirectory()
-    args = GRPOConfig(output_dir=out.name, use_cpu=True, seed=seed, max_steps=updates,
-                      per_device_train_batch_size=config.prompts_per_step * config.group_size,
-                      num_generations=config.group_size, max_completion_length=max_new,
-                      temperature=config.temperature, learning_rate=config.lr, lr_scheduler_type="constant",
-                      warmup_steps=0, weight_decay=config.weight_decay, max_grad_norm=config.max_grad_norm,
-                      beta=0.0, loss_type="dapo", scale_rewards="group", shuffle_dataset=False,
-                      gradient_checkpointing=gradient_checkpointing, logging_steps=1, report_to="none",
-                      save_strategy="no", disable_tqdm=True, dataloader_num_workers=0)
-    lora = LoraConfig(r=config.lora_rank, lora_alpha=config.lora_alpha, lora_dropout=0.0,
-                      target_modules=list(LORA_TARGETS), bias="none")
-    timer = Clock()
-    trainer = GRPOTrainer(model=model, reward_funcs=reward, args=args, train_dataset=data,
-                          processing_class=tokenizer, peft_config=lora, callbacks=[timer])
-    trainer.remove_callback(PrinterCallback)  # no metrics dict printed per update
-    trainer.train()
-    out.cleanup()
-    lengths = [row["completions/mean_length"] for row in trainer.state.log_history if "completions/mean_length" in row]
+    config = compared_config(seed, init=checkpoint, total_updates=updates, eval_every=updates, experiment="vs_trl")
+    ends, write = [], Run.append
+    Run.append = lambda run, row: (ends.append(clock()), write(run, row))  # a row is appended when its update ends
+    with tempfile.TemporaryDirectory() as root:
+        rows = train_with_trl(config, RunStore(root), progress=False).metrics
     width = config.prompts_per_step * config.group_size
-    final = accuracy(trainer.model, tokenizer, task, eval_set, max_new)
-    ends, tokens = timer.ends[1:], [n * width for n in lengths[1:]]  # the first update ends after setup
-    return summary(ends, tokens, base, final)
+    return summary(ends[2:-1], [r["response_len"] * width for r in rows[2:-1]], rows[0]["eval_greedy_acc"],
+                   rows[-1]["eval_greedy_acc"])
 
 
 def child(system: str, seed: int, updates: int, checkpoint: str, out: str) -> None:
@@ -169,7 +127,7 @@ def child(system: str, seed: int, updates: int, checkpoint: str, out: str) -> No
     torch.set_num_threads(SETTINGS["threads"])
     result = (run_rlbook(seed, updates, checkpoint, OPTIONS[system])
               if system.startswith("rlbook")
-              else run_trl(seed, updates, checkpoint, gradient_checkpointing=system == "trl-gc"))
+              else run_trl(seed, updates, checkpoint))
     Path(out).write_text(json.dumps(result))
 
 
@@ -235,7 +193,7 @@ def main() -> int:
     if args.updates < 4:
         parser.error("--updates must be >= 4 (the first and last updates are not timed)")
     checkpoint = checkpoint_path(args.store)
-    for line in ["settings: " + json.dumps(SETTINGS), *("not matched: " + u for u in UNMATCHED)]:
+    for line in ["settings: " + json.dumps(SETTINGS), *("not matched: " + u for u in unmatched())]:
         print(line)
     rows = []
     for seed in args.seeds:
@@ -243,11 +201,11 @@ def main() -> int:
             rows.append(measure(system, seed, args.updates, checkpoint))
             print(json.dumps(rows[-1]))
     table = report(rows, args.systems)
-    from learning_gain import save_result
+    from record import save_result
     from rlbook.runs import environment
 
     save_result("vs_trl", environment()["device"].split()[0],
-                {"settings": SETTINGS, "rlbook_options": OPTIONS, "unmatched": UNMATCHED, "updates": args.updates, "checkpoint": checkpoint,
+                {"settings": SETTINGS, "rlbook_options": OPTIONS, "unmatched": unmatched(), "updates": args.updates, "checkpoint": checkpoint,
                  "rows": rows, "summary": table})
     return 0
 

@@ -77,6 +77,8 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--runs-dir", default=None, help="RunStore root (default: $RLBOOK_RUNS or ./runs)")
     train.add_argument("--keep-superseded", action="store_true", help="replay a stored run of this config made by "
                        "an older version of the code instead of training it anew")
+    train.add_argument("--backend", default="rlbook", choices=["rlbook", "trl"], help="rlbook's trainer, or TRL's "
+                       "GRPOTrainer (rlbook.trl_backend; settings TRL cannot express are refused)")
     sweeping = commands.add_parser("sweep", help="run (or replay) a chapter's named sweep", allow_abbrev=False)
     sweeping.add_argument("name", choices=list(SWEEPS), help="the sweep: %(choices)s")
     sweeping.add_argument("--profile", default="auto", choices=["auto", *PROFILES],
@@ -87,7 +89,45 @@ def _parser() -> argparse.ArgumentParser:
     listing = commands.add_parser("runs", help="list stored runs", allow_abbrev=False)
     listing.add_argument("--experiment", default=None, help="list only this experiment's runs")
     listing.add_argument("--runs-dir", default=None, help="RunStore root (default: $RLBOOK_RUNS or ./runs)")
+    _add_export_flags(commands, listing)
     return parser
+
+
+def _add_export_flags(commands, listing: argparse.ArgumentParser) -> None:
+    """`export` (a run or a chapter's experiment as another engine's configuration) and `runs --export`."""
+    from .export import ENGINES
+
+    exporting = commands.add_parser("export", help="write a run's or an experiment's configuration for TRL, verl or "
+                                    "AReaL (rlbook.export)", allow_abbrev=False)
+    exporting.add_argument("target", help="a run directory, a sweep (grpo, staleness, ...) or an experiment "
+                           "(01_grpo, 02_staleness, ...)")
+    exporting.add_argument("--to", required=True, choices=ENGINES, help="the engine: %(choices)s")
+    exporting.add_argument("--profile", default="cpu", help="profile of a sweep or experiment (default: cpu, the "
+                           "reference runs)")
+    exporting.add_argument("--out", default="exports", help="folder to write into (default: ./exports)")
+    exporting.set_defaults(runs_dir=None)  # an export reads no RunStore
+    listing.add_argument("--export", nargs=2, metavar=("FORMAT", "DIR"), default=None, help="write the listed runs "
+                         "(and the reference runs in data/runs) as TensorBoard event files under DIR: FORMAT is "
+                         "tensorboard (pip install -e \".[tensorboard]\")")
+
+
+def _export(args: argparse.Namespace) -> None:
+    from .export import export
+
+    for path in export(args.target, args.to, args.out, args.profile):
+        print(path)
+
+
+def _export_runs(store: RunStore, args: argparse.Namespace) -> None:
+    from .runs import reference_root
+    from .tensorboard_export import FORMATS, write_runs
+
+    fmt, out = args.export
+    if fmt not in FORMATS:
+        raise ValueError(f"--export {fmt!r} is not a format; choose one of: {', '.join(FORMATS)}")
+    runs = store.runs(args.experiment) + RunStore(reference_root()).runs(args.experiment)
+    for path in write_runs(runs, out):
+        print(path)
 
 
 def _list_runs(store: RunStore, experiment: str | None) -> None:
@@ -110,6 +150,17 @@ def _interrupted(store: RunStore, config: RunConfig | None) -> str:
             f"update {run.meta.get('updates', 0) if (run.path / 'state.pt').exists() else 0}")
 
 
+def _train(config: RunConfig, store: RunStore, args: argparse.Namespace):
+    """Train (or replay) a run with the chosen backend."""
+    if args.backend == "trl":
+        from .trl_backend import train_with_trl
+
+        return train_with_trl(config, store)
+    from .replay import run_or_load
+
+    return run_or_load(config, store, keep_superseded=args.keep_superseded)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     store, current = RunStore(args.runs_dir), None
@@ -118,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
 
         if args.command == "train":
             current = _config_from(args)
-            run = run_or_load(current, store, keep_superseded=args.keep_superseded)
+            run = _train(current, store, args)
             last = run.metrics[-1] if run.metrics else {}
             print(f"{run.path}: {len(run.metrics)} updates, reward {last.get('reward', float('nan')):.3f}, "
                   f"greedy accuracy {last.get('eval_greedy_acc', float('nan')):.3f}")
@@ -128,6 +179,10 @@ def main(argv: list[str] | None = None) -> int:
             configs = sweep(args.name, args.profile)[::-1 if args.reverse else 1]
             for i, current in enumerate(configs, 1):
                 print(f"[{i}/{len(configs)}] {run_or_load(current, store).path}")
+        elif args.command == "export":
+            _export(args)
+        elif args.export:
+            _export_runs(store, args)
         else:
             _list_runs(store, args.experiment)
     except KeyboardInterrupt:
