@@ -39,6 +39,15 @@ class Export:
         self.values[key], self.sources[key] = value, source
 
 
+def set_response_budget(out, config, key: str, source: str) -> None:
+    """The completion length flag, or (when rlbook derives it from the task's traces) a line saying to set it."""
+    budget = response_budget(config)
+    if budget:
+        out.set(key, budget, source)
+    else:
+        out.lacks.append(f"{key}: set it for your task (rlbook derives it from the task's traces)")
+
+
 def response_budget(config: RunConfig) -> int | None:
     """Completion tokens: the run's max_new_tokens, or the budget rlbook computes for a nano preset's task."""
     from .evaluate import completion_budget
@@ -121,11 +130,7 @@ def verl_export(config: RunConfig) -> Export:
     out.set("algorithm.norm_adv_by_std_in_grpo", config.normalize_adv_std, VERL_ALGO)
     out.set("algorithm.use_kl_in_reward", False, VERL_ALGO)
     out.set("data.train_batch_size", config.prompts_per_step, VERL_YAML)
-    budget = response_budget(config)
-    if budget:
-        out.set("data.max_response_length", budget, VERL_YAML)
-    else:
-        out.lacks.append("data.max_response_length: set it for your task (rlbook derives it from the task's traces)")
+    set_response_budget(out, config, "data.max_response_length", VERL_YAML)
     out.set("data.seed", config.seed, VERL_YAML)
     out.set("actor_rollout_ref.model.path", model_name(config), VERL_YAML)
     if config.finetune == "lora":
@@ -212,11 +217,7 @@ def areal_export(config: RunConfig) -> Export:
     out.set("train_dataset.batch_size", config.prompts_per_step, AREAL_ARGS)
     out.set("gconfig.n_samples", config.group_size, AREAL_ARGS)
     out.set("gconfig.temperature", config.temperature, AREAL_ARGS)
-    budget = response_budget(config)
-    if budget:
-        out.set("gconfig.max_new_tokens", budget, AREAL_ARGS)
-    else:
-        out.lacks.append("gconfig.max_new_tokens: set it for your task (rlbook derives it from the task's traces)")
+    set_response_budget(out, config, "gconfig.max_new_tokens", AREAL_ARGS)
     out.set("rollout.max_head_offpolicyness", config.staleness // per_batch, AREAL_ARGS)
     out.set("actor.path", model_name(config), AREAL_ARGS)
     out.set("actor.ppo_n_minibatches", config.updates_per_step, AREAL_ARGS)
