@@ -22,12 +22,14 @@ from .config import RunConfig
 from .runs import Run, RunStore, environment
 from .seeds import stream_seed
 
-TRL_VERSION = "1.16.0"  # the release this mapping was read from (trl/trainer/grpo_config.py, grpo_trainer.py)
+# the release this mapping was read from (trl/trainer/grpo_config.py, trl/trainer/grpo_trainer.py)
+TRL_VERSION = "1.16.0"
 BACKEND = "trl"
 # rlbook's engine (rlbook.engines), loss kernel and rollout memory bound: they change how rlbook computes an update,
 # not the update, so a TRL run ignores them (and says so in its meta)
 ENGINE_OPTIONS = ("engine", "fused_ratio", "rollout_batch_size")
-# rlbook metric name -> the name TRL 1.16's GRPOTrainer logs for the same quantity (grpo_trainer.py, `_metrics`)
+# rlbook metric name -> the name TRL 1.16's GRPOTrainer logs for the same quantity
+# (trl/trainer/grpo_trainer.py, `_metrics`)
 TRL_METRIC_NAMES = {"reward": "reward", "zero_std_frac": "frac_reward_zero_std", "response_len": "completions/mean_length",
                     "entropy": "entropy", "clip_frac_low": "clip_ratio/low_mean", "clip_frac_high": "clip_ratio/high_mean",
                     "loss": "loss", "grad_norm": "grad_norm", "lr": "learning_rate", "train_acc": "train_acc"}
@@ -135,7 +137,8 @@ def lora_arguments(config: RunConfig) -> dict | None:
 
 
 def differences(config: RunConfig) -> list[str]:
-    """What TRL computes differently from rlbook for this config (each line read from TRL 1.16's grpo_trainer.py)."""
+    """What TRL computes differently from rlbook for this config (each line read from TRL 1.16,
+    trl/trainer/grpo_trainer.py)."""
     lines = ["advantages: TRL divides by (group std + 1e-4), rlbook by (group std + 1e-6); rlbook sets a tied "
              "group's advantages to exactly 0",
              "random streams: TRL samples with transformers' generate from torch's global generator (seeded with the "

@@ -5,7 +5,7 @@ import matplotlib
 import pytest
 
 from rlbook import stats
-from rlbook.chapters import drift_ladder
+from rlbook.chapters import drift_ladder, m2po_variants
 from rlbook.config import RunConfig
 from rlbook.runs import Run, write_json
 
@@ -91,7 +91,7 @@ def test_figures_and_variant_table_draw_from_the_runs(tmp_path):
     removed = {"m2po": (0.01, 1.5), "m2po_cap": (0.02, 1.2), "m2po_areal": (0.05, 0.9)}
     same = [make_run(tmp_path, f"g-shadow-{i}", 0.5, removed=removed, objective="grpo", staleness=4, seed=i)
             for i in range(3)]
-    shares = drift_ladder.variant_removals(same)
+    shares = m2po_variants.variant_removals(same)
     assert shares["m2po_areal"][0].mean == pytest.approx(0.05) and shares["m2po"][1].mean == pytest.approx(1.5)
-    table = drift_ladder.variants_table(same, {"m2po": ladder[0].m2po})
+    table = m2po_variants.variants_table(same, {"m2po": ladder[0].m2po})
     assert "5.00% ± 0.00" in table and table.count("\n") == 4

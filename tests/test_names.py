@@ -65,9 +65,10 @@ def known_flags() -> set[str]:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("--"):
                 flags.add(node.value)
-    return flags | {"--help", "--profile", "--only", "--render-only"}
+    return flags | {"--help", "--profile", "--only", "--render-only"} | FOREIGN_FLAGS
 
 
+FOREIGN_FLAGS = {"--logdir"}  # other programs' flags the book shows in their own command lines (tensorboard)
 TEXTS = texts()
 
 
