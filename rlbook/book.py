@@ -39,11 +39,16 @@ CELL_TIMEOUT = 240
 BOUNDED = ("smoke", REFERENCE)  # the profiles whose cells have a time limit
 
 
+HEADLESS_ENVIRONMENT = {"TQDM_DISABLE": "1", "RLBOOK_HEADLESS": "1"}
+
+
 def execute(notebook: Path, out: Path, profile: str) -> float:
     """Run one notebook top to bottom into `out` (papermill, parameter PROFILE); returns the seconds it took.
 
     The kernel runs without progress bars (TQDM_DISABLE): nobody watches a headless run, the page drops them anyway,
-    and each bar is a stream of widget messages to a client that has no use for them.
+    and each bar is a stream of widget messages to a client that has no use for them. It also builds no ipywidgets
+    explorer (HEADLESS, rlbook.chapters.widgets): a page has no kernel to drive one, and a cell that displays
+    ipywidgets sometimes gets its reply only at the cell time limit (jupyter/nbclient issue 312), minutes of CI.
     """
     import os
 
@@ -51,17 +56,18 @@ def execute(notebook: Path, out: Path, profile: str) -> float:
 
     tic = time.time()
     out.parent.mkdir(parents=True, exist_ok=True)
-    previous = os.environ.get("TQDM_DISABLE")
-    os.environ["TQDM_DISABLE"] = "1"  # the kernel inherits this environment
+    previous = {key: os.environ.get(key) for key in HEADLESS_ENVIRONMENT}
+    os.environ.update(HEADLESS_ENVIRONMENT)  # the kernel inherits this environment
     try:
         papermill.execute_notebook(str(notebook), str(out), parameters={"PROFILE": profile}, cwd=str(NOTEBOOKS),
                                    kernel_name="python3", progress_bar=False,
                                    execution_timeout=CELL_TIMEOUT if profile in BOUNDED else None)
     finally:
-        if previous is None:
-            os.environ.pop("TQDM_DISABLE")
-        else:
-            os.environ["TQDM_DISABLE"] = previous
+        for key, value in previous.items():
+            if value is None:
+                os.environ.pop(key)
+            else:
+                os.environ[key] = value
     return time.time() - tic
 
 

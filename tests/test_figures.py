@@ -175,6 +175,22 @@ def test_widgets_redraw(sweep):
     box.children[1].children[0].value = (0.04,)
 
 
+def test_a_headless_run_builds_no_widget(sweep, monkeypatch):
+    """rlbook.book executes notebooks with RLBOOK_HEADLESS: an explorer is a line of HTML there, no ipywidget (a cell
+    displaying widgets can stall a headless client until its time limit)."""
+    import ipywidgets
+    from IPython.display import HTML
+
+    from rlbook.chapters import widgets
+
+    runs, _ = sweep
+    monkeypatch.setenv("RLBOOK_HEADLESS", "1")
+    note = widgets.staleness_explorer(runs)
+    assert isinstance(note, HTML) and "JupyterLab" in note.data
+    monkeypatch.delenv("RLBOOK_HEADLESS")
+    assert isinstance(widgets.staleness_explorer(runs), ipywidgets.Widget)
+
+
 def test_in_page_replays_hold_a_view_per_choice(sweep):
     from rlbook.chapters.clip_vs_mask import tau_replay, token_replay
     from rlbook.chapters.replay import Replay

@@ -7,15 +7,29 @@ static figure of the widget's default selection.
 """
 from __future__ import annotations
 
+import functools
+import os
+
 import ipywidgets as w
 import matplotlib.pyplot as plt
-from IPython.display import display
+from IPython.display import HTML, display
 
 from . import clip_vs_mask, lopti_figures, m2po, router_replay, semi_online
 from .staleness import accuracy_curves
 from .pma_figures import merge_figure
 
 METRICS = ("eval_greedy_acc", "eval_sampled_acc", "reward", "clip_frac", "mask_frac", "entropy", "m2", "kl_k3")
+
+
+def interactive(builder):
+    """An explorer builds its widgets only where someone can move them: in a headless run (RLBOOK_HEADLESS, set by
+    rlbook.book.execute) it returns a line saying where the explorer lives; the cell's static figure stands beside."""
+    @functools.wraps(builder)
+    def explorer(*args, **kwargs):
+        if os.environ.get("RLBOOK_HEADLESS"):
+            return HTML(f"<i>{builder.__name__}: an interactive explorer, in the notebook opened in JupyterLab</i>")
+        return builder(*args, **kwargs)
+    return explorer
 
 
 def _redraw(out: w.Output, draw) -> None:
@@ -36,6 +50,7 @@ def _build(controls, draw, title: str):
     return w.VBox([w.HTML(f"<b>{title}</b>"), w.HBox(list(controls.values())), out])
 
 
+@interactive
 def staleness_explorer(runs, metric: str = "eval_greedy_acc"):
     """Pick staleness values, objectives and a metric: redraws `staleness.accuracy_curves` of the chosen runs."""
     stalenesses = sorted({r.config.staleness for r in runs})
@@ -56,6 +71,7 @@ def staleness_explorer(runs, metric: str = "eval_greedy_acc"):
     return _build(controls, draw, "Staleness explorer (stored runs, replayed)")
 
 
+@interactive
 def run_explorer(runs, window: int = 10):
     """Pick a run and an update window: redraws `clip_vs_mask.run_detail` (entropy per |r - 1| bin, share of tokens per
     bin, clipped or masked share over updates)."""
@@ -72,6 +88,7 @@ def run_explorer(runs, window: int = 10):
     return _build(controls, draw, "Run explorer: which tokens move, and which are removed")
 
 
+@interactive
 def tau_explorer(runs, references=(), metric: str = "eval_greedy_acc"):
     """Pick the tau values to compare: redraws `clip_vs_mask.tau_sweep_figure` (final accuracy, masked share)."""
     taus = sorted({m2po.tau_of(r) for r in runs})
@@ -84,6 +101,7 @@ def tau_explorer(runs, references=(), metric: str = "eval_greedy_acc"):
     return _build(controls, draw, "M2PO threshold tau")
 
 
+@interactive
 def merge_explorer(traj, checkpoints: dict):
     """Chapter 5: controls (method, N, EMA alpha, last merged step) over `merge_figure`."""
     def view(method, n, alpha, end):
@@ -100,6 +118,7 @@ def merge_explorer(traj, checkpoints: dict):
         end=w.SelectionSlider(options=traj.stable, value=traj.stable[-1], description="end step"))
 
 
+@interactive
 def variant_explorer(runs, metric: str = "eval_greedy_acc"):
     """Widget: AR's alpha and Lopti's eta among the stored runs, and a metric; redraws `explorer_figure`."""
     alphas, etas = sorted({r.config.ar_alpha for r in runs}), sorted({r.config.lopti_eta for r in runs})
@@ -122,6 +141,7 @@ def variant_explorer(runs, metric: str = "eval_greedy_acc"):
     return w.VBox([w.HBox(controls[:2]), controls[2], out])
 
 
+@interactive
 def router_explorer(runs, metric: str = "kl_k3"):
     """Chapter 6: pick variants and a metric; redraws `router_replay.training_curves` of that metric."""
     variants = list(m2po.group_runs(runs, key=router_replay.variant))
@@ -140,6 +160,7 @@ def router_explorer(runs, metric: str = "kl_k3"):
     return _build(controls, draw, "Router-replay explorer (stored runs, replayed)")
 
 
+@interactive
 def sync_explorer(runs, metric: str = "eval_greedy_acc"):
     """Chapter 7: pick sync intervals and a metric; redraws `semi_online.accuracy_curves` of the chosen runs."""
     syncs = sorted({r.config.sync_every for r in runs}, key=semi_online.sync_order)
