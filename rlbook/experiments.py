@@ -199,7 +199,8 @@ def lopti_run(profile: str = "auto", variant: str = "grpo", seed: int = 0, **cha
     if variant not in LOPTI_VARIANTS:
         raise ValueError(f"unknown variant {variant!r}; choose one of: {', '.join(LOPTI_VARIANTS)}")
     alpha, eta = LOPTI_VARIANTS[variant]
-    values = {**BASE[profile], **KNIGHTS_KNAVES, **LOPTI_BUDGET.get(profile, {}), "experiment": "04_lopti", **COMPARED_ALIKE,
+    values = {**BASE[profile], **KNIGHTS_KNAVES, **LOPTI_BUDGET.get(profile, {}), **COMPARED_ALIKE,
+              "experiment": "04_lopti",
               "ar_alpha": alpha, "lopti_eta": eta,
               "seed": seed, "name": f"{variant}-{profile}-seed{seed}"}
     return RunConfig.from_dict({**values, **changes})
@@ -216,7 +217,8 @@ def lopti_arithmetic_run(profile: str = "auto", variant: str = "grpo", seed: int
     if variant not in LOPTI_VARIANTS:
         raise ValueError(f"unknown variant {variant!r}; choose one of: {', '.join(LOPTI_VARIANTS)}")
     alpha, eta = LOPTI_VARIANTS[variant]
-    values = {**BASE[profile], "experiment": "04_lopti_arithmetic", **COMPARED_ALIKE, "ar_alpha": ARITHMETIC_AR_ALPHA if alpha else 0.0,
+    values = {**BASE[profile], **COMPARED_ALIKE, "experiment": "04_lopti_arithmetic",
+              "ar_alpha": ARITHMETIC_AR_ALPHA if alpha else 0.0,
               "lopti_eta": eta, "seed": seed, "name": f"{variant}-arithmetic-{profile}-seed{seed}"}
     return RunConfig.from_dict({**values, **changes})
 
@@ -297,7 +299,8 @@ SWEEPS = {"grpo": lambda p: [grpo_from_scratch(p, s) for s in DECISIVE_SEEDS[res
           "staleness": staleness_sweep, "fast_drift": fast_drift_sweep, "slow_drift": slow_drift_sweep,
           "drift_ladder": drift_ladder_sweep, "m2po_variants": m2po_variants_sweep,
           "lopti_arithmetic": lopti_arithmetic_sweep,
-          "tau": tau_sweep, "lopti": lopti_sweep, "router_replay": router_replay_sweep, "semi_online": semi_online_sweep}
+          "tau": tau_sweep, "lopti": lopti_sweep, "router_replay": router_replay_sweep,
+          "semi_online": semi_online_sweep}
 
 
 def sweep(name: str, profile: str = "auto") -> list[RunConfig]:

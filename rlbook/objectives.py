@@ -95,7 +95,8 @@ def m2po_areal(logp, blogp, advantages, resp, *, prox_logp, tau=0.04, eps_low=0.
     step); every response token is a candidate, not only the trust-region tokens; the largest (log r)^2 are
     masked until the mean of the rest is below tau, keeping at least one token; masked tokens leave the loss and
     its denominator; the kept tokens get AReaL's decoupled PPO loss (eps clip on pi / pi_prox)."""
-    # keep = M2 mask of d = prox_logp - blogp over all tokens; L = -sum_kept (pi_prox/pi_behav) min(uA, clip(u)A) / n_kept
+    # keep = M2 mask of d = prox_logp - blogp over all tokens;
+    # L = -sum_kept (pi_prox / pi_behav) min(u A, clip(u) A) / n_kept
     keep = _m2po_areal_keep(prox_logp - blogp, resp, tau)
     term, flags = _clipped_surrogate(torch.exp(logp - prox_logp), advantages, 1 - eps_low, 1 + eps_high)
     loss = -_token_mean(torch.exp(prox_logp - blogp) * term, keep)

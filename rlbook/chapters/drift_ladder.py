@@ -244,7 +244,8 @@ def rung_table(ladder: list[Rung]) -> str:
     for g in ladder:
         share = share_estimate(g) if g.complete else None
         rows.append(f"| {g.lr:g} | {g.staleness} | {min(map(len, (g.on_policy, g.grpo, g.m2po)))} | "
-                    f"{_drift(g.on_policy)} | {_estimate(g.on_policy, stats.score)} | {_estimate(g.grpo, stats.score)} | "
+                    f"{_drift(g.on_policy)} | {_estimate(g.on_policy, stats.score)} | "
+                    f"{_estimate(g.grpo, stats.score)} | "
                     f"{_estimate(g.m2po, stats.score)} | {_estimate(g.no_clip, stats.score)} | "
                     f"{'–' if share is None else f'{share.mean:.2f} ± {share.se:.2f}'} |")
     return "\n".join(rows)

@@ -19,7 +19,8 @@ def variant_removals(runs, first_updates_only: bool = True) -> dict[str, tuple[s
     `first_updates_only` only those updates count, so the three act on the same numbers."""
     def mean_over(run, key):
         per = run.config.updates_per_step
-        values = [row[key] for row in run.metrics if row.get(key) is not None and row.get("update", 0) > run.config.staleness
+        values = [row[key] for row in run.metrics
+                  if row.get(key) is not None and row.get("update", 0) > run.config.staleness
                   and (not first_updates_only or (row["update"] - 1) % per == 0)]
         return statistics.fmean(values) if values else math.nan
 
