@@ -15,13 +15,13 @@ from dataclasses import asdict, dataclass, field, fields
 from . import engines
 from .checks import check_type, choose, defaults
 from .identity import digest, run_identity
+from .seeds import MAX_RUN_SEED as MAX_SEED  # the streams are laid out for seeds below it
 from .versions import TRAINING_VERSION, WARM_START_VERSION
 
 FINETUNE = ("lora", "full")
 FUSED_RATIO = ("auto", "on", "off", "chunked")
 INIT = ("warm", "scratch")
 DIRECTORY_NAME = re.compile(r"[\w+=-][\w.+=-]{0,99}")  # experiment and name become directory names
-MAX_SEED = 2**31
 POSITIVE = ("prompts_per_step", "total_updates", "updates_per_step", "epochs", "lr", "eval_every", "eval_size",
             "eval_samples", "checkpoint_every", "lora_rank", "lora_alpha")
 

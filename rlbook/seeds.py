@@ -13,7 +13,7 @@ from __future__ import annotations
 
 RUN_STRIDE = 1_000_000  # seeds of one run seed's stream: index in (-HALF, HALF)
 HALF = RUN_STRIDE // 2
-MAX_RUN_SEED = 2**31  # rlbook.config.MAX_SEED
+MAX_RUN_SEED = 2**31  # the largest run seed + 1 (rlbook.config checks every run against it)
 SPACING = 2**52  # > RUN_STRIDE * MAX_RUN_SEED: the streams never overlap
 STREAMS = {
     "warm_start": RUN_STRIDE - HALF,  # SFT batches of the warm start (rlbook.pretrain)
