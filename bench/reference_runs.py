@@ -13,27 +13,33 @@ from __future__ import annotations
 import argparse
 import time
 
-from rlbook.experiments import sweep
+from rlbook.experiments import LADDER, sweep
 from rlbook.replay import run_or_load
 from rlbook.runs import RunStore, reference_root
 
-# Verdicts first: chapter 1, the drift ladder's two rungs the chapters already stand on (reference and half rate),
-# chapter 4 where GRPO learns, the ladder's slower and faster rungs, the M2PO variants, then every other set.
-QUEUE = ("grpo", "slow_drift", "drift_ladder", "lopti_arithmetic", "m2po_variants", "router_replay", "semi_online",
-         "staleness", "tau", "fast_drift", "lopti")
+# Verdicts first: chapter 1, the drift ladder's rungs the trend verdict needs (half, reference and quarter rate),
+# chapter 4 where GRPO learns, the ladder's fast rung, the M2PO variants, chapter 4 on K&K, the ladder's slowest rung
+# (the costliest: 3200 updates a run), then every other set. An entry is a sweep, or the ladder with the rungs it
+# takes (by the learning rate's factor over the reference rate).
+QUEUE = ("grpo", "slow_drift", ("drift_ladder", (0.5, 1.0, 0.25)), "lopti_arithmetic", ("drift_ladder", (2.0,)),
+         "m2po_variants", "lopti", ("drift_ladder", (0.125,)), "router_replay", "semi_online", "staleness", "tau",
+         "fast_drift")
 
-RUNG_ORDER = (0.5, 1.0, 0.25, 2.0, 0.125)  # the ladder's rungs by their learning rate's factor
+
+def _rung_configs(rungs: tuple, profile: str) -> list:
+    """The drift ladder's configs on the given rungs, in the rungs' order."""
+    base = sweep("staleness", profile)[0].lr
+    configs = sweep("drift_ladder", profile)
+    factor = {c.hash(): min(LADDER[profile], key=lambda r: abs(r - c.lr / base)) for c in configs}
+    return [c for rung in rungs for c in configs if factor[c.hash()] == rung]
 
 
 def queue(profile: str = "cpu") -> list:
-    """Every reference config once, in priority order; the drift ladder's rungs from the slow-drift rate outwards."""
+    """Every reference config once, in QUEUE's order."""
     seen, ordered = set(), []
-    for name in QUEUE:
-        configs = sweep(name, profile)
-        if name == "drift_ladder":
-            base = sweep("staleness", profile)[0].lr
-            configs = sorted(configs, key=lambda c: min(range(len(RUNG_ORDER)),
-                                                        key=lambda i: abs(RUNG_ORDER[i] - c.lr / base)))
+    for entry in QUEUE:
+        name, configs = (entry, sweep(entry, profile)) if isinstance(entry, str) else \
+            (entry[0], _rung_configs(entry[1], profile))
         for config in configs:
             if config.hash() not in seen:
                 seen.add(config.hash())
