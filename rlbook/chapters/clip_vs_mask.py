@@ -65,14 +65,19 @@ def run_detail(run, first_update: int = 1, last_update: int | None = None, windo
 
 
 def entropy_removed_vs_kept(runs):
-    """Entropy of all, removed (clipped or masked) and kept tokens, bars per run (the argument of M2PO Fig. 4)."""
-    fig, ax = plt.subplots(figsize=(max(8, 1.6 * len(runs) + 2), 5))
-    values = np.array([removed_entropy(r) for r in runs]).reshape(len(runs), 3)
+    """Entropy of all, removed (clipped or masked) and kept tokens, one group of bars per setting: the seed mean with
+    one standard error (the argument of M2PO Fig. 4)."""
+    groups = group_runs(runs, key=setting)
+    fig, ax = plt.subplots(figsize=(max(8, 2.2 * len(groups) + 2), 5))
     for i, name in enumerate(("all tokens", "clipped or masked", "kept")):
-        ax.bar(np.arange(len(runs)) + (i - 1) * 0.27, values[:, i], width=0.27, label=name)
-    ax.set_xticks(range(len(runs)), [run_label(r).replace(" seed", "\nseed") for r in runs], fontsize=10)
+        estimates = [stats.estimate([removed_entropy(r)[i] for r in seeds]) for seeds in groups.values()]
+        ax.bar(np.arange(len(groups)) + (i - 1) * 0.27, [e.mean for e in estimates], width=0.27,
+               yerr=[e.se for e in estimates], capsize=3, label=name)
+    ax.set_xticks(range(len(groups)), [f"{run_label(seeds[0], seed=False)}\n({len(seeds)} seeds)"
+                                       for seeds in groups.values()])
     ax.margins(y=0.1)
-    ax.set(title="Entropy of the removed tokens against the kept ones", ylabel="mean token entropy (nats)")
+    ax.set(title="Entropy of the removed tokens against the kept ones (bars: 1 s.e. over seeds)",
+           ylabel="mean token entropy (nats)")
     return finish(fig, ax)
 
 

@@ -128,16 +128,20 @@ def prosperity_before_collapse(runs, metric: str = "eval_greedy_acc", window: in
             ax.plot(x, y, color=color, lw=2.5, label=f"{run_label(seeds[0], seed=False)} ({seeds_label})")
             i = int(np.nanargmax(y[1:])) + 1 if len(y) > 1 else 0
             ax.plot(x[i], y[i], "*", ms=16, color=color, markeredgecolor="black", zorder=5)
+            right = x[i] > (x[0] + x[-1]) / 2  # the label leans inwards, stacked above the best points
             ax.annotate(f"best {y[i]:.2f} at {x[i]}", (x[i], y[i]), textcoords="offset points",
-                        xytext=(8, 10 + 16 * k), fontsize=10, color=color, fontweight="bold", zorder=6,
+                        xytext=(-8 if right else 8, 14 + 20 * k), ha="right" if right else "left", color=color,
+                        fontweight="bold", zorder=6,
                         bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none", "alpha": 0.85},
                         arrowprops={"arrowstyle": "-", "color": color, "lw": 0.8})
     axes[0].set(title=f"{title(metric)} (update 0: the base model)", xlabel="model updates",
                 ylabel=axis_label(metric))
     axes[1].set(title=f"Reward of each rollout batch (mean of {window})", xlabel="update of the policy that sampled it",
                 ylabel="reward per completion")
-    for ax in axes:
+    for ax in axes:  # room above the data for the labels
         ax.margins(y=0.2)
+        low, high = ax.get_ylim()
+        ax.set_ylim(low, high + 0.15 * len(groups) * (high - low))
     return finish(fig, axes, ncols=3)
 
 

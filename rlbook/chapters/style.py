@@ -1,8 +1,10 @@
-"""One look for every figure of the book, sized for a projector: large fonts, thick lines, light grids, and the
-PNG + SVG files under build/figures/<chapter>/ that slides use."""
+"""One look for every figure of the book, laid out for a projector: each figure is one page column wide, with its
+text at least the body text's size once the page shows it, and the PNG + SVG files under build/figures/<chapter>/
+that slides use."""
 from __future__ import annotations
 
 import os
+import textwrap
 from pathlib import Path
 
 import matplotlib as mpl
@@ -10,46 +12,135 @@ import numpy as np
 
 FIGURE_DIR = Path(os.environ.get("RLBOOK_FIGURES", Path(__file__).resolve().parents[2] / "build" / "figures"))
 
+# The page a figure must read on: a 1,024 px wide window shows the book's column 734 px wide, its body text at 17 px
+# (book/_static/rlbook.css); the notebook shows a figure at figure.dpi pixels per inch, shrunk to the column.
+BODY_PX = 17
+COLUMN_PX = 734
+PAGE_INCHES = 7.5  # every figure is laid out this wide: at 100 dpi it fills the column, shrunk by 2% at most
+MIN_FONT_PT = 13  # no text smaller: 13 pt at 100 dpi is 18 px, 17.7 px in the column
+MAX_PANELS_PER_ROW = 2  # a grid of 4 panels or more is laid out two a row; fewer panels are stacked, one a row
+ROW_INCHES = {1: 3.4, 2: 3.2}  # the least height of a row of panels, by panels per row
+
 STYLE = {
-    "font.size": 12, "axes.titlesize": 13, "axes.titleweight": "bold", "axes.labelsize": 12,
-    "xtick.labelsize": 11, "ytick.labelsize": 11, "legend.fontsize": 10, "legend.framealpha": 0.9,
-    "lines.linewidth": 2.0, "lines.markersize": 5, "axes.grid": True, "grid.alpha": 0.3,
+    "font.size": 14, "axes.titlesize": 14.5, "axes.titleweight": "bold", "axes.labelsize": 14,
+    "xtick.labelsize": 13.5, "ytick.labelsize": 13.5, "legend.fontsize": 13.5, "legend.framealpha": 0.9,
+    "figure.titlesize": 15.5, "figure.titleweight": "bold",
+    "lines.linewidth": 2.2, "lines.markersize": 6, "axes.grid": True, "grid.alpha": 0.3,
     "axes.spines.top": False, "axes.spines.right": False, "figure.dpi": 100, "savefig.dpi": 150,
-    "figure.constrained_layout.use": False,
+    "figure.figsize": (PAGE_INCHES, 4.2), "figure.constrained_layout.use": False,
 }
 mpl.rcParams.update(STYLE)
 
 
-PAGE_INCHES = 7.5  # a figure this wide shows its fonts at their size on a 1,024 px page; wider ones are scaled down
-MAX_GROWTH = {1: 1.6, 2: 1.3}  # text grows at most this much by panels per row (more crowds them); 3 or more: 1.15
-
-
-def fit_for_page(fig) -> float:
-    """Grow every text of a figure wider than PAGE_INCHES by width / PAGE_INCHES (at most MAX_GROWTH), so that once
-    the page shrinks the figure to its column the text reads near the body text's size on a projector, and lay it
-    out again (the legend under the panels keeps clear of them); returns the factor."""
+def screen_font_px(fig) -> float:
+    """The smallest text of a laid-out figure, in CSS pixels, as the page shows it at a 1,024 px wide window: its
+    size at figure.dpi, times the shrink that fits the figure's tight box into the column."""
     from matplotlib.text import Text
 
+    renderer = fig.canvas.get_renderer()
+    width_px = fig.get_tightbbox(renderer).width * fig.dpi
+    sizes = [t.get_fontsize() for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
+    return min(sizes, default=BODY_PX * 72 / fig.dpi) * fig.dpi / 72 * min(1.0, COLUMN_PX / width_px)
+
+
+def _panels(fig):
+    """The figure's data panels (no colorbars), grouped by grid cell: a twin axis moves with its host."""
+    cells = {}
+    for ax in fig.axes:
+        spec = ax.get_subplotspec() if ax.get_visible() else None
+        if spec is not None:
+            cells.setdefault((spec.get_gridspec(), spec.rowspan, spec.colspan), []).append(ax)
+    return cells
+
+
+def _reflow(fig) -> tuple[int, int]:
+    """Lay panels side by side out again for the column: stacked one a row when there are fewer than four, else two
+    a row (an odd last panel centred), in reading order; returns (rows, panels per row). A figure with a colorbar or
+    nested grids keeps its layout."""
+    from matplotlib.gridspec import GridSpec
+
+    cells = _panels(fig)
+    grids = {grid for grid, _, _ in cells}
+    if not cells:
+        return 1, 1
+    grid = next(iter(grids))
+    per_row = MAX_PANELS_PER_ROW if len(cells) >= 4 else 1
+    if len(grids) > 1 or any(hasattr(ax, "_colorbar") for ax in fig.axes) or grid.ncols <= per_row:
+        return grid.nrows, grid.ncols
+    order = sorted(cells, key=lambda key: (key[1].start, key[2].start))
+    rows = -(-len(order) // per_row)
+    new = GridSpec(rows, 2 * per_row, figure=fig)
+    for i, key in enumerate(order):
+        row, column = divmod(i, per_row)
+        last_alone = per_row > 1 and i == len(order) - 1 and column == 0
+        spec = new[row, 1:3] if last_alone else new[row, 2 * column:2 * column + 2]
+        for ax in cells[key]:
+            ax.set_subplotspec(spec)
+        host = cells[key][0]
+        if column == 0:  # a row's first panel shows its y ticks and label, even when it shared them before
+            host.tick_params(labelleft=True)
+            if not host.get_ylabel():
+                labels = [a.get_ylabel() for a in host.get_shared_y_axes().get_siblings(host) if a.get_ylabel()]
+                host.set_ylabel(labels[0] if labels else "")
+    return rows, per_row
+
+
+def _wrap(text, width_px: float, renderer) -> None:
+    """Break a title or label onto more lines when it is wider than width_px (never inside $math$)."""
+    words = text.get_text()
+    if not words or "$" in words:
+        return
+    extent = text.get_window_extent(renderer).width
+    if extent > width_px:
+        chars = max(12, int(len(words) * width_px / extent * 0.95))
+        text.set_text(textwrap.fill(words.replace("\n", " "), chars))
+
+
+def fit_for_page(fig):
+    """Lay a figure out for the page column: PAGE_INCHES wide, panels stacked or two a row (_reflow), no text under
+    MIN_FONT_PT, titles and labels wrapped to their panel, fewer tick labels on narrow panels, the figure's legend
+    under the panels in as many columns as fit; returns the figure."""
+    from matplotlib.text import Text
     from matplotlib.ticker import AutoLocator, MaxNLocator
 
-    columns = len({round(ax.get_position().x0, 2) for ax in fig.axes if ax.get_visible()})
-    factor = min(fig.get_figwidth() / PAGE_INCHES, MAX_GROWTH.get(columns, 1.15))
-    if factor <= 1:
-        return 1.0
+    old_width, old_height = fig.get_size_inches()
+    old_rows = max((grid.nrows for grid, _, _ in _panels(fig)), default=1)
+    rows, per_row = _reflow(fig)
+    per_row = min(per_row, MAX_PANELS_PER_ROW)
+    row_height = max(old_height / old_rows * PAGE_INCHES / old_width, ROW_INCHES[per_row])
+    fig.set_size_inches(PAGE_INCHES, min(rows * row_height, rows * max(old_height / old_rows, ROW_INCHES[per_row])))
     for text in fig.findobj(Text):
-        text.set_fontsize(text.get_fontsize() * factor)
+        text.set_fontsize(max(text.get_fontsize(), MIN_FONT_PT))
     for ax in fig.axes:
-        ax.tick_params(length=4 * factor, width=factor)
-        for axis in (ax.xaxis, ax.yaxis):  # fewer, larger tick labels (not on log or categorical axes)
+        for axis in (ax.xaxis, ax.yaxis):  # fewer tick labels on narrow panels (not on log or categorical axes)
             if axis.get_scale() == "linear" and isinstance(axis.get_major_locator(), AutoLocator):
-                axis.set_major_locator(MaxNLocator(nbins=4))
+                axis.set_major_locator(MaxNLocator(nbins=4 if per_row > 1 else 6))
+    renderer = fig.canvas.get_renderer()
+    figure_px = fig.bbox.width
+    for text in ([fig._suptitle] if fig._suptitle else []) + fig.texts:
+        _wrap(text, 0.98 * figure_px, renderer)
+    for _ in range(2):  # wrap to the panels, lay out, wrap again to the panels' final size
+        for ax in fig.axes:
+            width = max(ax.get_window_extent(renderer).width, figure_px / (2 * per_row))
+            _wrap(ax.title, 1.1 * width, renderer)
+            _wrap(ax.xaxis.label, 1.1 * width, renderer)
+            _wrap(ax.yaxis.label, 1.05 * ax.get_window_extent(renderer).height, renderer)
+        fig.tight_layout()
     bottom = 0.0
+    for legend in list(fig.legends):  # drawn again in fewer columns until it fits the width
+        handles, labels = legend.legend_handles, [t.get_text() for t in legend.texts]
+        columns = getattr(legend, "_ncols", len(labels))
+        while columns > 1 and legend.get_window_extent(renderer).width > 0.98 * figure_px:
+            columns -= 1
+            legend.remove()
+            legend = fig.legend(handles, labels, loc="lower center", ncols=columns, frameon=False,
+                                bbox_to_anchor=(0.5, 0.0))
     if fig.legends:
-        renderer = fig.canvas.get_renderer()
-        bottom = min(max(legend.get_window_extent(renderer).height for legend in fig.legends) / fig.bbox.height
-                     + 0.02, 0.5)
+        legend_inches = max(legend.get_window_extent(renderer).height for legend in fig.legends) / fig.dpi + 0.1
+        fig.set_size_inches(PAGE_INCHES, fig.get_figheight() + legend_inches)
+        bottom = legend_inches / fig.get_figheight()
     fig.tight_layout(rect=(0, bottom, 1, 1))
-    return factor
+    return fig
 
 
 def save_figure(fig, chapter: str, name: str, runs=None) -> None:
@@ -58,13 +149,14 @@ def save_figure(fig, chapter: str, name: str, runs=None) -> None:
     With `runs` (a RunSet, or a list of runs), the figure first gets their provenance line above its panels: seeds,
     and whether this code or older code made them (rlbook.runset.provenance), so a slide cannot lose it.
     Returns nothing, so a notebook cell that ends with it shows the figure and no file name."""
-    factor = fit_for_page(fig)
+    fit_for_page(fig)
     if runs is not None:
         from ..runset import provenance
 
         line = runs.label() if hasattr(runs, "label") else provenance(runs)
-        fig.text(0.01, 1.0, line, ha="left", va="bottom", color="0.3", transform=fig.transFigure,
-                 fontsize=STYLE["font.size"] * factor)
+        label = fig.text(0.01, 1.0, line, ha="left", va="bottom", color="0.3", transform=fig.transFigure,
+                         fontsize=MIN_FONT_PT)
+        _wrap(label, 0.98 * fig.bbox.width, fig.canvas.get_renderer())
     folder = FIGURE_DIR / chapter
     folder.mkdir(parents=True, exist_ok=True)
     fig.savefig(folder / f"{name}.svg", bbox_inches="tight")
