@@ -205,3 +205,36 @@ def test_in_page_replays_hold_a_view_per_choice(sweep):
         assert len(set(figures)) == len(figures), "two choices show the same figure"
         page = replay._repr_html_()
         assert page.count('data-control="') == len(replay.controls) and "NaN" not in page
+
+
+def test_figures_read_at_the_body_text_size_on_a_1024_px_page(sweep):
+    """Laid out for the page (style.fit_for_page, which save_figure calls), a figure is one column wide with at most
+    two panels a row, and its smallest text, shrunk with the figure into the column of a 1,024 px window, is at least
+    the body text's size."""
+    from rlbook.chapters import style
+
+    runs, taus = sweep
+    figures = {"accuracy_curves": staleness.accuracy_curves(runs),  # three panels side by side before
+               "prosperity": staleness.prosperity_before_collapse(m2po.select(runs, "no_clip", "max")),
+               "run_detail": clip_vs_mask.run_detail(runs[0], 2, 6),  # three panels in a row before
+               "tau_sweep": clip_vs_mask.tau_sweep_figure(taus, references=m2po.select(runs, "grpo", 0))}
+    for name, fig in figures.items():
+        style.fit_for_page(fig)
+        assert fig.get_figwidth() == pytest.approx(style.PAGE_INCHES), name
+        rows = {}
+        for ax in fig.axes:
+            rows.setdefault(round(ax.get_position().y0, 2), set()).add(round(ax.get_position().x0, 2))
+        assert max(len(x) for x in rows.values()) <= style.MAX_PANELS_PER_ROW, name
+        assert style.screen_font_px(fig) >= style.BODY_PX, name
+    assert len({round(ax.get_position().x0, 2) for ax in figures["run_detail"].axes}) == 1  # three panels stacked
+
+
+def test_the_page_sizes_the_figures_are_laid_out_for_are_the_books():
+    """style.BODY_PX is the body text's size the book's stylesheet sets."""
+    import re
+    from pathlib import Path
+
+    from rlbook.chapters import style
+
+    css = (Path(__file__).resolve().parent.parent / "book" / "_static" / "rlbook.css").read_text()
+    assert re.search(r"html\s*\{\s*font-size:\s*(\d+)px", css)[1] == str(style.BODY_PX)

@@ -17,7 +17,7 @@ FIGURE_DIR = Path(os.environ.get("RLBOOK_FIGURES", Path(__file__).resolve().pare
 BODY_PX = 17
 COLUMN_PX = 734
 PAGE_INCHES = 7.5  # every figure is laid out this wide: at 100 dpi it fills the column, shrunk by 2% at most
-MIN_FONT_PT = 13  # no text smaller: 13 pt at 100 dpi is 18 px, 17.7 px in the column
+MIN_FONT_PT = 13.5  # no text smaller: 13.5 pt at 100 dpi is 18.75 px, 17.6 px in the column if shrunk by 6%
 MAX_PANELS_PER_ROW = 2  # a grid of 4 panels or more is laid out two a row; fewer panels are stacked, one a row
 ROW_INCHES = {1: 3.4, 2: 3.2}  # the least height of a row of panels, by panels per row
 
@@ -90,7 +90,8 @@ def _wrap(text, width_px: float, renderer) -> None:
     words = text.get_text()
     if not words or "$" in words:
         return
-    extent = text.get_window_extent(renderer).width
+    box = text.get_window_extent(renderer)
+    extent = max(box.width, box.height)  # the text's length, across or up (a y label)
     if extent > width_px:
         chars = max(12, int(len(words) * width_px / extent * 0.95))
         text.set_text(textwrap.fill(words.replace("\n", " "), chars))
@@ -119,13 +120,13 @@ def fit_for_page(fig):
     figure_px = fig.bbox.width
     for text in ([fig._suptitle] if fig._suptitle else []) + fig.texts:
         _wrap(text, 0.98 * figure_px, renderer)
-    for _ in range(2):  # wrap to the panels, lay out, wrap again to the panels' final size
+    for _ in range(2):  # lay out, wrap to the panels, and again (wrapping frees room)
+        fig.tight_layout()
         for ax in fig.axes:
             width = max(ax.get_window_extent(renderer).width, figure_px / (2 * per_row))
             _wrap(ax.title, 1.1 * width, renderer)
             _wrap(ax.xaxis.label, 1.1 * width, renderer)
             _wrap(ax.yaxis.label, 1.05 * ax.get_window_extent(renderer).height, renderer)
-        fig.tight_layout()
     bottom = 0.0
     for legend in list(fig.legends):  # drawn again in fewer columns until it fits the width
         handles, labels = legend.legend_handles, [t.get_text() for t in legend.texts]
