@@ -93,7 +93,8 @@ def _wrap(text, width_px: float, renderer) -> None:
     box = text.get_window_extent(renderer)
     extent = max(box.width, box.height)  # the text's length, across or up (a y label)
     if extent > width_px:
-        chars = max(12, int(len(words) * width_px / extent * 0.95))
+        longest = max(len(line) for line in words.split("\n"))
+        chars = max(12, int(longest * width_px / extent * 0.95))
         text.set_text(textwrap.fill(words.replace("\n", " "), chars))
 
 
