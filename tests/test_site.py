@@ -164,3 +164,20 @@ def test_every_chapter_shows_its_verdict_table_as_a_table(site, browser):
         verdict_tables = [h for h in headers if "verdict" in h]
         assert verdict_tables, f"{notebook.stem}: no <table> with a verdict column (tables: {headers})"
         page.close()
+
+
+def test_figures_read_at_the_body_text_size_in_a_1024_px_window(site, browser):
+    """A projector's page: at 1,024 px wide, no chapter figure is shrunk so far that its smallest text (figures are
+    laid out with none under style.MIN_FONT_PT, at figure.dpi pixels per inch) falls below the body text's size."""
+    from rlbook.chapters import style
+
+    for notebook in NOTEBOOKS:
+        page = Visit(browser, site / f"{notebook.stem}.html").page
+        page.set_viewport_size({"width": 1024, "height": 900})
+        body = page.evaluate("() => parseFloat(getComputedStyle(document.querySelector('main p')).fontSize)")
+        shown = page.eval_on_selector_all(".cell_output img", "imgs => imgs.map(i => ({src: i.src.slice(-40), "
+                                          "scale: i.getBoundingClientRect().width / i.naturalWidth}))")
+        smallest = style.MIN_FONT_PT * style.STYLE["figure.dpi"] / 72
+        small = [(f["src"], round(smallest * f["scale"], 1)) for f in shown if smallest * f["scale"] < body]
+        assert not small, f"{notebook.stem}: figure text below the body text's {body} px: {small}"
+        page.close()
