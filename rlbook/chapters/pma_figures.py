@@ -134,8 +134,8 @@ def pma_init_figure(traj, inits: list):
 
 
 def spike_figure(traj, checkpoints: dict, spikes: list):
-    """Left: the learning-rate ramp and the loss spikes it causes; right: resuming from the merge of the checkpoints
-    before the spike vs from the last of them."""
+    """The learning-rate ramp and the loss spikes it causes; resuming from the merge of the checkpoints before the
+    spike vs from the last of them."""
     c = traj.config
     fig, axes = plt.subplots(1, 2, figsize=(14, 4.6))
     twin = axes[0].twinx()
@@ -149,7 +149,6 @@ def spike_figure(traj, checkpoints: dict, spikes: list):
     twin.set_ylabel("learning rate (dotted, log scale)")
     axes[0].set(title="A rising learning rate makes the loss spike (dashed)", xlabel="steps after the branch point",
                 ylabel="training loss (log scale)", yscale="log")
-    axes[0].legend(loc="upper left", fontsize=9)
     start = spikes[0]["start"]
     reference = [s for s in traj.stable if start < s <= start + c.spike_steps + c.resume_steps]
     axes[1].plot([s - start for s in reference], [checkpoints[str(s)]["loss"] for s in reference], "o", ms=5,
@@ -162,9 +161,7 @@ def spike_figure(traj, checkpoints: dict, spikes: list):
                          if spike is spikes[0] else None)
     axes[1].set(title="Resuming at the trajectory's learning rate", xlabel="steps after the branch point",
                 ylabel="training loss, 5-step mean (log scale)", yscale="log")
-    axes[1].legend(fontsize=9)
-    fig.tight_layout()
-    return fig
+    return legend_below(fig, axes, ncols=2)  # one legend under the panels, clear of the data
 
 
 def merge_figure(traj, checkpoints: dict, method: str = "sma", n: int | None = None,
