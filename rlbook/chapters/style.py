@@ -16,7 +16,7 @@ FIGURE_DIR = Path(os.environ.get("RLBOOK_FIGURES", Path(__file__).resolve().pare
 # (book/_static/rlbook.css); the notebook shows a figure at figure.dpi pixels per inch, shrunk to the column.
 BODY_PX = 17
 COLUMN_PX = 734
-PAGE_INCHES = 7.5  # every figure is laid out this wide: at 100 dpi it fills the column, shrunk by 2% at most
+PAGE_INCHES = 7.5  # every figure is laid out this wide: at 100 dpi it fills the column, shrunk a few percent
 MIN_FONT_PT = 13.5  # no text smaller: 13.5 pt at 100 dpi is 18.75 px, 17.6 px in the column if shrunk by 6%
 MAX_PANELS_PER_ROW = 2  # a grid of 4 panels or more is laid out two a row; fewer panels are stacked, one a row
 ROW_INCHES = {1: 3.4, 2: 3.2}  # the least height of a row of panels, by panels per row
@@ -44,7 +44,7 @@ def screen_font_px(fig) -> float:
 
 
 def _panels(fig):
-    """The figure's data panels (no colorbars), grouped by grid cell: a twin axis moves with its host."""
+    """The figure's grid-placed axes by grid cell (a twin axis shares its host's cell, so they move together)."""
     cells = {}
     for ax in fig.axes:
         spec = ax.get_subplotspec() if ax.get_visible() else None
