@@ -1,4 +1,6 @@
-"""Build the book: execute every notebook with papermill, then render a Sphinx site (myst-nb, sphinx-book-theme) that
+"""Build the book: execute the notebooks, then render them as a static site.
+
+Build the book: execute every notebook with papermill, then render a Sphinx site (myst-nb, sphinx-book-theme) that
 works opened from disk with no network: build/html/index.html. Figures land in build/figures/<chapter>/.
 
     python -m rlbook.book [--profile reference|smoke|cpu|auto|standard|paper] [--only 01_grpo_from_scratch]

@@ -2,7 +2,7 @@
 
 A run directory holds `config.json`, `metrics.jsonl` (one row per model update), `meta.json` (git commit, device,
 library versions, wall time, complete or not) and `state.pt` (the latest resumable checkpoint), each written whole
-or not at all (rlbook.storage), so a killed run is marked incomplete and `rlbook.replay.run_or_load` resumes it from
+or not at all (rlbook.storage), so a killed run is marked incomplete and `rlbook.obtain.run_or_load` resumes it from
 its last checkpoint. An unreadable row, file or checkpoint raises CorruptRunError naming the file (and line).
 """
 from __future__ import annotations

@@ -197,7 +197,7 @@ def train_with_trl(config: RunConfig, store: RunStore | None = None, progress: b
     if trl.__version__ != TRL_VERSION:
         raise ValueError(f"the TRL backend was written for trl=={TRL_VERSION}; this environment has "
                          f"{trl.__version__} (pip install trl=={TRL_VERSION})")
-    from .replay import check_runnable
+    from .obtain import check_runnable
     from .trainer import warm_start_of
 
     store = store or RunStore()

@@ -5,11 +5,11 @@ import os
 import pytest
 import torch
 
-import rlbook.replay
+import rlbook.obtain
 import rlbook.storage
 import rlbook.trainer
 from rlbook.config import RunConfig
-from rlbook.replay import run_or_load
+from rlbook.obtain import run_or_load
 from rlbook.runs import Run, RunStore
 from rlbook.storage import read_rows, write_atomic, write_json
 
@@ -198,7 +198,7 @@ def test_failed_run_leaves_other_runs_untouched(tmp_path, monkeypatch):
 
 def test_reference_run_is_replayed(tmp_path, monkeypatch):
     reference_root, local_root = tmp_path / "reference", tmp_path / "local"
-    monkeypatch.setattr(rlbook.replay, "reference_root", lambda: reference_root)
+    monkeypatch.setattr(rlbook.obtain, "reference_root", lambda: reference_root)
     config = tiny()
     reference = fake_run(RunStore(reference_root), config.replace(name="shipped"), rows=4, complete=True)
 
@@ -220,7 +220,7 @@ def test_reference_run_is_replayed(tmp_path, monkeypatch):
 
 def test_local_finished_run_takes_precedence_over_reference(tmp_path, monkeypatch):
     reference_root = tmp_path / "reference"
-    monkeypatch.setattr(rlbook.replay, "reference_root", lambda: reference_root)
+    monkeypatch.setattr(rlbook.obtain, "reference_root", lambda: reference_root)
     config = tiny()
     fake_run(RunStore(reference_root), config, rows=4, complete=True)
     local = fake_run(RunStore(tmp_path / "local"), config, rows=3, complete=True)

@@ -1,14 +1,52 @@
-"""Chapter 3 figures: which tokens clipping and masking remove, and M2PO's threshold tau (arXiv 2510.01161,
+"""Chapter 3's figures: which tokens clipping and masking remove, and M2PO's threshold tau.
+
+Chapter 3 figures: which tokens clipping and masking remove, and M2PO's threshold tau (arXiv 2510.01161,
 Figs. 4, 7b, 8 and 9)."""
 from __future__ import annotations
+
+import math
 
 import matplotlib.pyplot as plt
 import numpy as np
 
 from .. import stats
-from .m2po import (CLIP_DEVIATION, COLORS, band, errorbars, finish, group_runs, mean_of, pooled_ratio_bins, removal_key,
-                   removed_entropy, run_label, setting, tau_of)
+from .run_groups import COLORS, band, errorbars, finish, group_runs, mean_of, run_label, setting, tau_of
 from .style import axis_label, title
+
+CLIP_DEVIATION = 0.2  # GRPO's eps: a token is clipped beyond |r - 1| = 0.2 (in the rewarded direction)
+
+
+def removal_key(objective: str) -> str:
+    """The metric of the tokens an objective takes out of the gradient: masked (m2po) or clipped (the others)."""
+    return "mask_frac" if objective == "m2po" else "clip_frac"
+
+
+def removed_entropy(run) -> tuple[float, float, float]:
+    """(all, removed, kept) token entropy over the run; removed = clipped or masked. Each update's mean is weighted
+    by its share of tokens (exact when the updates have equal token counts)."""
+    sums, weights = np.zeros(3), np.zeros(3)
+    for row in run.metrics[1:]:
+        clip, mask = row.get("clip_frac") or 0.0, row.get("mask_frac") or 0.0
+        parts = ((0, "entropy", 1.0), (1, "entropy_clipped", clip), (1, "entropy_masked", mask),
+                 (2, "entropy_kept", 1.0 - clip - mask))
+        for slot, key, weight in parts:
+            if row.get(key) is not None and weight > 0:
+                sums[slot], weights[slot] = sums[slot] + row[key] * weight, weights[slot] + weight
+    return tuple(float(s / w) if w else math.nan for s, w in zip(sums, weights))
+
+
+def pooled_ratio_bins(runs, first_update: int = 1, last_update: int | None = None):
+    """(bin names, token counts, mean entropy, edges) of the |r - 1| bins, pooled over runs and an update window."""
+    rows = [r["ratio_bins"] for run in (runs if isinstance(runs, (list, tuple)) else [runs]) for r in run.metrics
+            if "ratio_bins" in r
+            and first_update <= r["update"] <= (last_update or math.inf)]
+    if not rows:
+        raise ValueError(f"no ratio_bins rows between updates {first_update} and {last_update}")
+    edges = rows[0]["edges"]
+    counts = np.array([b["count"] for b in rows], dtype=float).sum(0)
+    sums = np.array([[(e or 0.0) * c for e, c in zip(b["entropy"], b["count"])] for b in rows]).sum(0)
+    names = [f"{lo:g}-{hi:g}" if hi is not None else f">{lo:g}" for lo, hi in zip(edges, edges[1:])]
+    return names, counts, np.where(counts > 0, sums / np.maximum(counts, 1), np.nan), edges
 
 
 def removed_fraction(runs, window: int = 10):
@@ -153,7 +191,7 @@ def token_replay(runs):
 
 def tau_replay(runs, references=(), metric_options=("eval_greedy_acc", "eval_sampled_acc", "mask_frac")):
     """In-page explorer: slide over M2PO's tau; its learning curve (mean over seeds) beside the reference runs."""
-    from .m2po import aggregate
+    from .run_groups import aggregate
     from .replay import Control, build, line
 
     groups = group_runs(runs, key=tau_of)

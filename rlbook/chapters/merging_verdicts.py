@@ -1,4 +1,6 @@
-"""Chapter 5's signatures (PMA, arXiv 2505.12082) from the reference trajectories: the paper reports / we observe /
+"""Chapter 5's verdicts: the paper reports / we observe / verdict, over the reference trajectories.
+
+Chapter 5's signatures (PMA, arXiv 2505.12082) from the reference trajectories: the paper reports / we observe /
 verdict, with the rule of rlbook.stats (two standard errors over trajectory seeds).
 
 Each trajectory seed (`pma.load_references`) is one sample of every quantity. The merge is fixed before looking: SMA

@@ -1,4 +1,6 @@
-"""Chapter 5 figures (PMA, arXiv 2505.12082): the WSD trajectory, the merge grid and curve, the loss surface,
+"""Chapter 5's figures, drawn from stored trajectory results.
+
+Chapter 5 figures (PMA, arXiv 2505.12082): the WSD trajectory, the merge grid and curve, the loss surface,
 PMA-init, spike recovery, the merge explorer's view of one merge and its in-page replay."""
 from __future__ import annotations
 

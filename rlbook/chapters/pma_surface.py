@@ -1,4 +1,6 @@
-"""Chapter 5, the loss landscape around a merge: held-out loss on the plane of the two principal directions of the
+"""Chapter 5's loss landscape: held-out loss on the plane of the last stable checkpoints.
+
+Chapter 5, the loss landscape around a merge: held-out loss on the plane of the two principal directions of the
 last stable checkpoints, centred on their mean (the SMA merge), as PMA (arXiv 2505.12082) draws it."""
 from __future__ import annotations
 

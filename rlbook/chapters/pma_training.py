@@ -1,4 +1,6 @@
-"""Chapter 5, training from merges: PMA-init (continue training from a merge) and recovery from a loss spike by
+"""Chapter 5, training from merges: PMA-init, recovery from a loss spike, and the chapter's summary.
+
+Chapter 5, training from merges: PMA-init (continue training from a merge) and recovery from a loss spike by
 merging the checkpoints before it (PMA, arXiv 2505.12082), and the chapter's summary of all stored results."""
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""In-page interactive figures that replay stored runs: every choice of the controls is computed here, in Python,
+"""In-page interactive figures of stored results: Plotly views of every choice of the controls.
+
+In-page interactive figures that replay stored runs: every choice of the controls is computed here, in Python,
 and stored in the page as a Plotly figure; a few lines of JavaScript (replay.js) show the figure of the chosen
 values. The rendered book loads plotly.js from its own _static folder, so a reader moves a slider or a drop-down
 with no kernel and no network. (In JupyterLab the ipywidgets explorers do the same and can also train.)"""

@@ -1,4 +1,6 @@
-"""Chapter 6 (R3, "Stabilizing MoE Reinforcement Learning by Aligning Training and Inference Routers", arXiv
+"""Chapter 6's analysis: the routing mismatch measured on a model, and the runs with and without R3.
+
+Chapter 6 (R3, "Stabilizing MoE Reinforcement Learning by Aligning Training and Inference Routers", arXiv
 2510.11370): the routing mismatch measured on a model, and the training runs with and without router replay.
 
 `mismatch` samples one rollout batch the way the trainer does (an engine copy, router-logit noise, the experts
@@ -17,7 +19,7 @@ from ..rollout import rollout
 from ..router_replay import (NOT_ROUTED, RoutingRecorder, engine_copy, extreme_fraction, own_experts,
                              predicting_positions, routing_mismatch)
 from .. import stats
-from .m2po import aggregate, finish, group_runs
+from .run_groups import aggregate, finish, group_runs
 from .style import METRICS as STYLE_METRICS
 from .verdicts import token_share
 

@@ -1,4 +1,6 @@
-"""Chapter 7 (semi-online RL, "Bridging Offline and Online Reinforcement Learning for LLMs", arXiv 2506.21495):
+"""Chapter 7's analysis: the stored runs of GRPO and online DPO at each generator sync interval.
+
+Chapter 7 (semi-online RL, "Bridging Offline and Online Reinforcement Learning for LLMs", arXiv 2506.21495):
 reading the stored runs of GRPO and online DPO trained with the generator synced every k updates.
 
 A run's sync interval is `RunConfig.sync_every` (1: online; 0: never, offline from the warm start). Every metrics row
@@ -11,7 +13,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from .. import stats
-from .m2po import aggregate, finish, group_runs
+from .run_groups import aggregate, finish, group_runs
 from .style import METRICS as STYLE_METRICS
 
 PAPER = {"ordering": "semi-online DPO (sync every 10 or 100 steps) about as good as online; offline much worse "

@@ -5,14 +5,24 @@ with a min-max band.
 """
 from __future__ import annotations
 
+from collections import defaultdict
+
 import matplotlib.pyplot as plt
 import numpy as np
 
 from .. import stats
 from ..experiments import DEFAULT_TAU
-from .m2po import (COLORS, ORDER, aggregate, band, batch_rewards, finish, group_runs, mean_of, run_label, setting,
-                   smooth)
+from .run_groups import COLORS, ORDER, aggregate, band, finish, group_runs, mean_of, run_label, setting, smooth
 from .style import axis_label, title
+
+def batch_rewards(run):
+    """(update of the sampling policy, mean reward) per rollout batch: a stale batch's reward measures the policy
+    that sampled it, `policy_lag` updates before the update that trains on it."""
+    by_version = defaultdict(list)
+    for row in run.metrics[1:]:
+        by_version[row["update"] - 1 - row["policy_lag"]].append(row["reward"])
+    return sorted(by_version), [float(np.mean(by_version[v])) for v in sorted(by_version)]
+
 
 def _staleness_color(s, stalenesses):
     return plt.get_cmap("viridis")(0.9 * stalenesses.index(s) / max(len(stalenesses) - 1, 1))

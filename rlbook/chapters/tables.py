@@ -1,4 +1,6 @@
-"""Tables a chapter page shows, as markdown (the book renders them as HTML tables): a config's settings, each run's
+"""The markdown tables a chapter page shows: settings, each run's score, and verdicts with provenance.
+
+Tables a chapter page shows, as markdown (the book renders them as HTML tables): a config's settings, each run's
 score, and a verdict table with the provenance line of the runs it rests on."""
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""JupyterLab explorers (ipywidgets) of chapters 2-7: they replay stored runs at once, and chapter 5's merges a
+"""JupyterLab explorers (ipywidgets) of chapters 2-7 over stored runs.
+
+JupyterLab explorers (ipywidgets) of chapters 2-7: they replay stored runs at once, and chapter 5's merges a
 new setting when asked.
 
 Each builder returns an ipywidgets box whose figure (from the chapter's module) redraws when a control changes.
@@ -14,7 +16,7 @@ import ipywidgets as w
 import matplotlib.pyplot as plt
 from IPython.display import HTML, display
 
-from . import clip_vs_mask, lopti_figures, m2po, router_replay, semi_online
+from . import clip_vs_mask, lopti_figures, router_replay, run_groups, semi_online
 from .staleness import accuracy_curves
 from .pma_figures import merge_figure
 
@@ -54,7 +56,7 @@ def _build(controls, draw, title: str):
 def staleness_explorer(runs, metric: str = "eval_greedy_acc"):
     """Pick staleness values, objectives and a metric: redraws `staleness.accuracy_curves` of the chosen runs."""
     stalenesses = sorted({r.config.staleness for r in runs})
-    objectives = list(m2po.group_runs(runs, key=lambda r: r.config.objective))
+    objectives = list(run_groups.group_runs(runs, key=lambda r: r.config.objective))
     controls = {
         "staleness": w.SelectMultiple(options=stalenesses, value=tuple(stalenesses), description="staleness s",
                                       rows=min(len(stalenesses), 6)),
@@ -75,7 +77,7 @@ def staleness_explorer(runs, metric: str = "eval_greedy_acc"):
 def run_explorer(runs, window: int = 10):
     """Pick a run and an update window: redraws `clip_vs_mask.run_detail` (entropy per |r - 1| bin, share of tokens per
     bin, clipped or masked share over updates)."""
-    labels = {m2po.run_label(r): r for r in runs}
+    labels = {run_groups.run_label(r): r for r in runs}
     last = max(len(r.metrics) - 1 for r in runs)
     controls = {
         "label": w.Dropdown(options=list(labels), description="run"),
@@ -91,12 +93,12 @@ def run_explorer(runs, window: int = 10):
 @interactive
 def tau_explorer(runs, references=(), metric: str = "eval_greedy_acc"):
     """Pick the tau values to compare: redraws `clip_vs_mask.tau_sweep_figure` (final accuracy, masked share)."""
-    taus = sorted({m2po.tau_of(r) for r in runs})
+    taus = sorted({run_groups.tau_of(r) for r in runs})
     controls = {"taus": w.SelectMultiple(options=taus, value=tuple(taus), description="tau", rows=min(len(taus), 6)),
                 "metric": w.Dropdown(options=METRICS[:2], value=metric, description="metric")}
 
     def draw(taus, metric):
-        return clip_vs_mask.tau_sweep_figure([r for r in runs if m2po.tau_of(r) in taus], metric, references)
+        return clip_vs_mask.tau_sweep_figure([r for r in runs if run_groups.tau_of(r) in taus], metric, references)
 
     return _build(controls, draw, "M2PO threshold tau")
 
@@ -144,7 +146,7 @@ def variant_explorer(runs, metric: str = "eval_greedy_acc"):
 @interactive
 def router_explorer(runs, metric: str = "kl_k3"):
     """Chapter 6: pick variants and a metric; redraws `router_replay.training_curves` of that metric."""
-    variants = list(m2po.group_runs(runs, key=router_replay.variant))
+    variants = list(run_groups.group_runs(runs, key=router_replay.variant))
     metrics = ("kl_k3", "f2", "routing_mismatch", "clip_frac", "eval_greedy_acc", "grad_norm", "reward")
     controls = {
         "variants": w.SelectMultiple(options=variants, value=tuple(variants), description="variant",
