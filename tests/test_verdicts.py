@@ -242,3 +242,25 @@ def test_fidelity_reads_chapter_5s_stored_trajectories():
     rows = signatures(references)
     assert len(rows) == 4 and all(r.verdict in (stats.REPRODUCED, stats.NOT_REPRODUCED, stats.WITHIN_NOISE)
                                   for r in rows)
+
+
+def test_the_papers_numbers_are_written_once_with_their_source():
+    """Every number a paper reports lives in rlbook.chapters.papers, with its paper (title, arXiv id) and where in the
+    paper it comes from; no other chapter module writes one (drift_ladder's are due to move there at the merge)."""
+    import re
+    from pathlib import Path
+
+    from rlbook.chapters import papers
+
+    reported = [v for v in vars(papers).values() if isinstance(v, papers.Reported)]
+    assert len(reported) >= 15
+    for r in reported:
+        assert r.text and r.where and r.paper.title
+        assert r.paper.arxiv is None or re.fullmatch(r"\d{4}\.\d{5}", r.paper.arxiv)
+        for v in (v for v in r.values.values() if isinstance(v, float)):  # each value is the number the text quotes
+            forms = {f"{v:g}", f"{100 * v:.1f}%", f"{100 * v:.2f}%", f"{v:.1e}".replace("e-0", "e-")}
+            assert any(form in r.text for form in forms), (r, v)
+    numbers = ("36.6", "30.4", "33.0", "0.66%", "0.07%", "1.5e-3", "7.5e-4", "0.53", "0.54", "0.57", "15.2%")
+    chapters = Path(papers.__file__).parent
+    writers = {p.name for p in chapters.glob("*.py") for n in numbers if n in p.read_text()}
+    assert writers == {"papers.py", "drift_ladder.py"}

@@ -24,8 +24,6 @@ from ..trainer import init_policy
 
 CACHE = "accuracy_by_people.json"
 ANALYSIS_SEED = 777_000  # puzzles of the per-token analysis: apart from training (>= 1e6) and evaluation streams
-# Qwen2.5-3B on K&K, average accuracy over 3-7 people (arXiv 2505.12929, Table 1)
-PAPER = {"grpo": 0.39, "ar": 0.53, "lopti": 0.54, "ar+lopti": 0.57, "lopti_reversed": None}
 
 
 def sweep_configs(profile: str = "auto", seeds=None, total_updates=None) -> list[RunConfig]:

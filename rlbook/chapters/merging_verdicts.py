@@ -14,15 +14,14 @@ from __future__ import annotations
 from dataclasses import fields
 
 from .. import stats
+from . import papers
 from .pma import merge_name
 from .verdicts import MATCH_BOUND, Signature
 
 # "Close to the annealed model": the merge closes at least this share of the held-out-loss gap between the last
 # checkpoint and the twin annealed at equal tokens (the share the notebook's summary calls "nearly").
 CLOSE_SHARE = 0.9
-SCALE = "dense and MoE models from millions to over 100B parameters, WSD schedule, N = 10 by default"
-BEATS_LAST = f"merging stable-phase checkpoints (SMA, EMA, WMA) clearly improves on the latest checkpoint ({SCALE})"
-NEARS_ANNEALED = f"merged stable-phase checkpoints match or beat the annealed model ({SCALE})"
+BEATS_LAST, NEARS_ANNEALED = papers.PMA_BEATS_LAST.text, papers.PMA_NEARS_ANNEALED.text
 CLAIMS = (("Merging the last N stable checkpoints lowers the held-out loss below the last checkpoint's", BEATS_LAST),
           ("The merge's greedy accuracy is at least that of the last checkpoint", BEATS_LAST),
           ("The merge comes close to the model annealed at equal tokens (closes >= "

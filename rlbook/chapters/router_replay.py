@@ -1,12 +1,10 @@
 """Chapter 6's analysis: the routing mismatch measured on a model, and the runs with and without R3.
 
-Chapter 6 (R3, "Stabilizing MoE Reinforcement Learning by Aligning Training and Inference Routers", arXiv
-2510.11370): the routing mismatch measured on a model, and the training runs with and without router replay.
-
+R3, "Stabilizing MoE Reinforcement Learning by Aligning Training and Inference Routers" (arXiv 2510.11370).
 `mismatch` samples one rollout batch the way the trainer does (an engine copy, router-logit noise, the experts
 recorded) and measures, against the float32 training forward, the routing mismatch, the train-vs-rollout k3 KL
-and F(2), without and with replay. The figures read stored runs. The only numbers written here are the paper's
-(`PAPER`).
+and F(2), without and with replay. The figures read stored runs. The paper's own numbers are in
+`rlbook.chapters.papers`.
 """
 from __future__ import annotations
 
@@ -23,10 +21,6 @@ from .run_groups import aggregate, finish, group_runs
 from .style import METRICS as STYLE_METRICS
 from .verdicts import token_share
 
-# Qwen3-30B-A3B (the paper's Fig. 1 and section 4): train-vs-inference KL without and with R3
-PAPER = {"kl": "1.5e-3 without R3, 7.5e-4 with R3 (Qwen3-30B-A3B)",
-         "f2": "fewer tokens with max(rho, 1/rho) > 2 with R3 (its Fig. 1)",
-         "stability": "R3 trains stably and ends best; GRPO without it collapses; R3 beats GSPO and TIS alone"}
 VARIANT_COLORS = {"grpo": "tab:blue", "grpo+r3": "tab:green", "tis": "tab:orange", "gspo": "tab:purple"}
 METRICS = {"routing_mismatch": ("Routing mismatch (rollout vs trainer)", "share of (token, layer) decisions"),
            "f2": ("Extreme tokens F(2)", "share of response tokens"),

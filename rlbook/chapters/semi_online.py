@@ -1,11 +1,11 @@
 """Chapter 7's analysis: the stored runs of GRPO and online DPO at each generator sync interval.
 
-Chapter 7 (semi-online RL, "Bridging Offline and Online Reinforcement Learning for LLMs", arXiv 2506.21495):
-reading the stored runs of GRPO and online DPO trained with the generator synced every k updates.
+Semi-online RL ("Bridging Offline and Online Reinforcement Learning for LLMs", arXiv 2506.21495): the runs of GRPO
+and online DPO trained with the generator synced every k updates.
 
 A run's sync interval is `RunConfig.sync_every` (1: online; 0: never, offline from the warm start). Every metrics row
 records the lag of its batch's generator (`policy_lag`) and the seconds spent sampling (`sample_s`) and updating
-(`update_s`). The only numbers written here are the paper's (`PAPER`).
+(`update_s`). The paper's own numbers are in `rlbook.chapters.papers`.
 """
 from __future__ import annotations
 
@@ -16,8 +16,6 @@ from .. import stats
 from .run_groups import aggregate, finish, group_runs
 from .style import METRICS as STYLE_METRICS
 
-PAPER = {"ordering": "semi-online DPO (sync every 10 or 100 steps) about as good as online; offline much worse "
-                     "(Llama-3.1-8B-Instruct, math and instruction following)"}
 OBJECTIVE_COLORS = {"grpo": "tab:blue", "dpo": "tab:red"}
 SYNC_STYLES = {1: "-", 0: ":"}  # online solid, offline dotted, semi-online dashed
 METRICS = {**STYLE_METRICS, "loss": ("Training loss", "loss of the update's objective"),
