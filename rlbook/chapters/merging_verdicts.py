@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import fields
 
 from .. import stats
-from . import papers
+from . import papers, tables
 from .pma import merge_name
 from .verdicts import MATCH_BOUND, Signature
 
@@ -105,8 +105,6 @@ def summary_table(references) -> str:
                    key=lambda k: (references[0].merges[k]["method"], references[0].merges[k]["n"]))
     rows.update({f"merge {name}": [r.merges[name] for r in references] for name in names
                  if references[0].merges[name]["end"] == end})
-    lines = ["| model | held-out loss | greedy accuracy |", "|---|---|---|"]
-    for label, values in rows.items():
-        loss, acc = (stats.estimate([v[k] for v in values]) for k in ("loss", "acc"))
-        lines.append(f"| {label} | {_g(loss)} | {acc} |")
-    return "\n".join(lines)
+    columns = {"held-out loss": tables.over_seeds(lambda v: v["loss"], _g), "greedy accuracy": tables.over_seeds(
+        lambda v: v["acc"])}
+    return tables.score_table(rows, columns, "model")

@@ -18,6 +18,7 @@ from ..router_replay import (NOT_ROUTED, RoutingRecorder, engine_copy, extreme_f
                              predicting_positions, routing_mismatch)
 from .. import stats
 from .run_groups import aggregate, finish, group_runs
+from . import tables
 from .style import METRICS as STYLE_METRICS
 from .verdicts import token_share
 
@@ -151,15 +152,13 @@ def training_curves(runs, metrics=("kl_k3", "f2", "routing_mismatch", "clip_frac
 def score_table(runs) -> str:
     """Markdown: per variant, the score (mean of the last 3 evaluations) and the means over updates of the routing
     mismatch, KL, F(2) and clipped share, each as seed mean ± standard error."""
-    keys = ("routing_mismatch", "kl_k3", "f2", "clip_frac")
-    rows = ["| variant | seeds | greedy score | routing mismatch | KL (k3) | F(2) | clipped |", "|---" * 7 + "|"]
-    for name, seeds in group_runs(runs, key=variant).items():
-        score = stats.estimate([stats.score(r) for r in seeds])
-        means = [stats.estimate([token_share(r, k) for r in seeds]) for k in keys]
-        text = [f"{e.mean:.2e} ± {e.se:.1e}" if k == "kl_k3" else f"{100 * e.mean:.2f}% ± {100 * e.se:.2f}"
-                for k, e in zip(keys, means)]
-        rows.append(f"| {name} | {len(seeds)} | {score.mean:.3f} ± {score.se:.3f} | {' | '.join(text)} |")
-    return "\n".join(rows)
+    over_seeds, plus_minus = tables.over_seeds, tables.plus_minus
+    share = lambda key: over_seeds(lambda r: token_share(r, key), lambda e: f"{100 * e.mean:.2f}% ± {100 * e.se:.2f}")
+    columns = {"seeds": len, "greedy score": over_seeds(stats.score, plus_minus()),
+               "routing mismatch": share("routing_mismatch"),
+               "KL (k3)": over_seeds(lambda r: token_share(r, "kl_k3"), lambda e: f"{e.mean:.2e} ± {e.se:.1e}"),
+               "F(2)": share("f2"), "clipped": share("clip_frac")}
+    return tables.score_table(group_runs(runs, key=variant), columns, "variant")
 
 
 def explorer(sources: dict, metrics=("eval_greedy_acc", "eval_sampled_acc", "kl_k3", "f2", "routing_mismatch",

@@ -14,6 +14,7 @@ import numpy as np
 
 from .. import stats
 from .run_groups import aggregate, finish, group_runs
+from . import tables
 from .style import METRICS as STYLE_METRICS
 
 OBJECTIVE_COLORS = {"grpo": "tab:blue", "dpo": "tab:red"}
@@ -127,19 +128,15 @@ def score_table(runs) -> str:
     """Markdown: per objective x sync interval, the seeds, the greedy and sampled scores (seed mean ± s.e.), the
     gain over the warm start, the mean generator lag and the seconds per update spent generating and updating
     (medians over updates)."""
-    rows = ["| objective | generator | seeds | greedy score | gain over warm start | sampled score | mean lag | "
-            "s/update generating | s/update updating |", "|---" * 9 + "|"]
-    for (objective, sync), seeds in grouped(runs).items():
-        greedy = stats.estimate([stats.score(r) for r in seeds])
-        gain = stats.estimate([stats.score(r) - stats.base_score(r) for r in seeds])
-        sampled = stats.estimate([stats.score(r, "eval_sampled_acc") for r in seeds])
-        lag = np.mean([_over_updates(r, "policy_lag") for r in seeds])
-        sample = np.mean([seconds_per_update(r, "sample_s") for r in seeds])
-        update = np.mean([seconds_per_update(r, "update_s") for r in seeds])
-        rows.append(f"| {objective} | {sync_label(sync)} | {len(seeds)} | {greedy.mean:.3f} ± {greedy.se:.3f} | "
-                    f"{gain.mean:+.3f} ± {gain.se:.3f} | {sampled.mean:.3f} ± {sampled.se:.3f} | {lag:.1f} | "
-                    f"{sample:.3f} | {update:.3f} |")
-    return "\n".join(rows)
+    over_seeds, plus_minus, mean = tables.over_seeds, tables.plus_minus, lambda digits: lambda e: f"{e.mean:.{digits}f}"
+    columns = {"seeds": len, "greedy score": over_seeds(stats.score, plus_minus()),
+               "gain over warm start": over_seeds(lambda r: stats.score(r) - stats.base_score(r), plus_minus(3, "+")),
+               "sampled score": over_seeds(lambda r: stats.score(r, "eval_sampled_acc"), plus_minus()),
+               "mean lag": over_seeds(lambda r: _over_updates(r, "policy_lag"), mean(1)),
+               "s/update generating": over_seeds(lambda r: seconds_per_update(r, "sample_s"), mean(3)),
+               "s/update updating": over_seeds(lambda r: seconds_per_update(r, "update_s"), mean(3))}
+    groups = {(objective, sync_label(sync)): seeds for (objective, sync), seeds in grouped(runs).items()}
+    return tables.score_table(groups, columns, ("objective", "generator"))
 
 
 def explorer(sources: dict, metrics=("eval_greedy_acc", "eval_sampled_acc", "reward", "loss", "kl_k3",

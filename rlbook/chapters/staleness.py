@@ -13,6 +13,7 @@ import numpy as np
 from .. import stats
 from ..experiments import DEFAULT_TAU
 from .run_groups import COLORS, ORDER, aggregate, band, finish, group_runs, mean_of, run_label, setting, smooth
+from . import tables
 from .style import axis_label, title
 
 def batch_rewards(run):
@@ -110,14 +111,14 @@ def score_table(runs, metric: str = "eval_greedy_acc") -> str:
     setting not in the sweep, "-"."""
     asked = {(c.objective, c.staleness) for c in getattr(runs, "configs", [r.config for r in runs])}
     stalenesses = sorted({s for _, s in asked} | {r.config.staleness for r in runs})
-    rows = [f"| objective | {' | '.join(f's = {s}' for s in stalenesses)} |", "|---" * (len(stalenesses) + 1) + "|"]
     objectives = group_runs(runs, key=lambda r: r.config.objective)
-    for objective in [o for o in ORDER if o in {o for o, _ in asked}] if asked else objectives:
-        cells = group_runs(objectives.get(objective, []), key=lambda r: r.config.staleness)
-        text = [str(stats.estimate([stats.score(r, metric) for r in cells[s]])) if s in cells else
-                "missing" if (objective, s) in asked else "-" for s in stalenesses]
-        rows.append(f"| {objective} | {' | '.join(text)} |")
-    return "\n".join(rows)
+    shown = [o for o in ORDER if o in {o for o, _ in asked}] if asked else objectives
+    groups = {o: (o, group_runs(objectives.get(o, []), key=lambda r: r.config.staleness)) for o in shown}
+    score = tables.over_seeds(lambda r: stats.score(r, metric))
+
+    def at(s):  # the cell of staleness s: the score over seeds, else "missing" (asked for) or "-" (not in the sweep)
+        return lambda group: score(group[1][s]) if s in group[1] else "missing" if (group[0], s) in asked else "-"
+    return tables.score_table(groups, {f"s = {s}": at(s) for s in stalenesses}, "objective")
 
 
 def prosperity_before_collapse(runs, metric: str = "eval_greedy_acc", window: int = 3):
