@@ -49,7 +49,7 @@ def execute(notebook: Path, out: Path, profile: str) -> float:
 
     The kernel runs without progress bars (TQDM_DISABLE): nobody watches a headless run, the page drops them anyway,
     and each bar is a stream of widget messages to a client that has no use for them. It also builds no ipywidgets
-    explorer (HEADLESS, rlbook.chapters.widgets): a page has no kernel to drive one, and a cell that displays
+    explorer (HEADLESS, rlbook.chapters.explorer): a page has no kernel to drive one, and a cell that displays
     ipywidgets sometimes gets its reply only at the cell time limit (jupyter/nbclient issue 312), minutes of CI.
     """
     import os

@@ -1,4 +1,5 @@
-"""Chapter 2 / 3 figures (rlbook.chapters), grouping helpers, tables and widgets on small synthetic runs (no training)."""
+"""Chapter 2 / 3 figures (rlbook.chapters), grouping helpers, tables and explorers on small synthetic runs (no
+training)."""
 import json
 import math
 
@@ -79,7 +80,8 @@ def test_grouping_and_selection(sweep):
     assert list(groups) == [("grpo", 0), ("grpo", 4), ("no_clip", 4), ("m2po", 4)]
     assert all(len(seeds) == 2 for seeds in groups.values())
     assert list(run_groups.group_runs(taus, key=run_groups.tau_of)) == [0.005, 0.04, 0.16]
-    assert len(run_groups.select(runs, "grpo", "max")) == 2 and run_groups.select(runs, staleness="max")[0].config.staleness == 4
+    assert len(run_groups.select(runs, "grpo", "max")) == 2
+    assert run_groups.select(runs, staleness="max")[0].config.staleness == 4
     assert run_groups.tau_of(runs[0]) == 0.04 and run_groups.run_label(taus[0]) == "m2po s=4 tau=0.005 seed 0"
     assert clip_vs_mask.removal_key("m2po") == "mask_frac" and clip_vs_mask.removal_key("grpo") == "clip_frac"
 
@@ -131,7 +133,8 @@ def test_final_vs_m2_places_each_setting_at_its_measured_drift(sweep):
     fig = staleness.final_vs_m2(runs)
     ax = fig.axes[0]
     assert len(ax.containers) == 3 and ax.get_xscale() == "log"  # one errorbar series per objective
-    drift = [stats.estimate([run_groups.mean_of(r, "m2") for r in run_groups.select(runs, "grpo", s)]).mean for s in (0, 4)]
+    drift = [stats.estimate([run_groups.mean_of(r, "m2") for r in run_groups.select(runs, "grpo", s)]).mean
+             for s in (0, 4)]
     scores = [stats.estimate([stats.score(r) for r in run_groups.select(runs, "grpo", s)]).mean for s in (0, 4)]
     line = ax.containers[0].lines[0]
     assert line.get_xdata().tolist() == pytest.approx(drift) and line.get_ydata().tolist() == pytest.approx(scores)
@@ -160,19 +163,24 @@ def test_token_figures(sweep):
     assert sorted(fig.axes[0].get_legend_handles_labels()[1]) == ["grpo s=0", "m2po"]  # the sweep, the reference
 
 
-def test_widgets_redraw(sweep):
-    pytest.importorskip("ipywidgets")
-    from rlbook.chapters import widgets
-
+def explorers(sweep):
     runs, taus = sweep
-    box = widgets.staleness_explorer(runs)
-    staleness, objective = box.children[1].children[:2]
-    objective.value = ("grpo",)  # triggers a redraw of the chosen runs
-    staleness.value = (0,)
-    box = widgets.run_explorer(runs)
-    box.children[1].children[1].value = (2, 5)
-    box = widgets.tau_explorer(taus, references=run_groups.select(runs, "grpo", 0))
-    box.children[1].children[0].value = (0.04,)
+    return [staleness.staleness_explorer(runs), clip_vs_mask.token_explorer(runs),
+            clip_vs_mask.tau_explorer(taus, references=run_groups.select(runs, "grpo", 0))]
+
+
+def test_an_explorer_is_one_definition_shown_as_a_widget_too(sweep):
+    """The widget has the page's controls over the page's view: moving a control redraws the view of that choice."""
+    pytest.importorskip("ipywidgets")
+    for explorer in explorers(sweep):
+        box = explorer.widget()
+        controls = box.children[1].children
+        assert [c.description for c in controls] == [c.label for c in explorer.controls]
+        seen = []
+        explorer.view = lambda view=explorer.view, **choice: seen.append(choice) or view(**choice)
+        controls[-1].value = controls[-1].options[-1][1] if isinstance(controls[-1].options[-1], tuple) else \
+            controls[-1].options[-1]
+        assert seen and seen[-1][explorer.controls[-1].name] == explorer.controls[-1].options[-1]
 
 
 def test_a_headless_run_builds_no_widget(sweep, monkeypatch):
@@ -181,27 +189,23 @@ def test_a_headless_run_builds_no_widget(sweep, monkeypatch):
     import ipywidgets
     from IPython.display import HTML
 
-    from rlbook.chapters import widgets
-
-    runs, _ = sweep
+    explorer = explorers(sweep)[0]
     monkeypatch.setenv("RLBOOK_HEADLESS", "1")
-    note = widgets.staleness_explorer(runs)
+    note = explorer.widget()
     assert isinstance(note, HTML) and "JupyterLab" in note.data
     monkeypatch.delenv("RLBOOK_HEADLESS")
-    assert isinstance(widgets.staleness_explorer(runs), ipywidgets.Widget)
+    assert isinstance(explorer.widget(), ipywidgets.Widget)
 
 
-def test_in_page_replays_hold_a_view_per_choice(sweep):
-    from rlbook.chapters.clip_vs_mask import tau_replay, token_replay
-    from rlbook.chapters.replay import Replay
+def test_in_page_explorers_hold_a_view_per_choice(sweep):
+    from rlbook.chapters.explorer import Explorer
 
-    runs, taus = sweep
-    for replay in (staleness.staleness_replay(runs), token_replay(runs),
-                   tau_replay(taus, references=run_groups.select(runs, "grpo", 0))):
-        assert isinstance(replay, Replay) and replay.views
-        choices = [len(c.options) for c in replay.controls]
-        assert len(replay.views) == math.prod(choices)  # every combination of the controls has its figure
-        figures = [json.dumps(v) for v in replay.views.values()]
+    for explorer in explorers(sweep):
+        assert isinstance(explorer, Explorer) and explorer.views
+        choices = [len(c.options) for c in explorer.controls]
+        assert len(explorer.views) == math.prod(choices)  # every combination of the controls has its figure
+        figures = [json.dumps(v) for v in explorer.views.values()]
         assert len(set(figures)) == len(figures), "two choices show the same figure"
-        page = replay._repr_html_()
-        assert page.count('data-control="') == len(replay.controls) and "NaN" not in page
+        page = explorer._repr_html_()
+        assert page.count('data-control="') == len(explorer.controls)
+        assert "NaN" not in page

@@ -117,9 +117,14 @@ def test_summary_and_merge_figure(traj):
                pma_figures.loss_surface_figure(pma_surface.loss_surface(traj, progress=False))]
     assert [len(f.axes) for f in figures] == [3, 2, 2, 2, 3, 2]  # (spike: a twin axis; surface: a colour bar)
     assert all(f.legends for f in figures[:4])  # one legend under the panels
-    replay = pma_figures.merge_replay(traj, checkpoints, grid)
-    assert set(replay.views) == {f"{m}|{n}" for m in ("sma", "ema", "wma") for n in (2, 3)}
-    assert len({json.dumps(v) for v in replay.views.values()}) == 6 and "NaN" not in replay._repr_html_()
+    explorer = pma_figures.merge_explorer(traj, checkpoints, grid)
+    assert set(explorer.views) == {f"{m}|{n}" for m in ("sma", "ema", "wma") for n in (2, 3)}  # the stored grid
+    assert len({json.dumps(v) for v in explorer.views.values()}) == 6 and "NaN" not in explorer._repr_html_()
+    new = explorer.view(method="ema", n=2, alpha=0.3, end=6)  # a widget's new choice: merged, evaluated, stored
+    assert "ema-N2-end6-a0.3" in json.loads((traj.results.path / "merges.json").read_text())
+    assert new["data"][-1]["y"] == [pma.run_merges(traj, [("ema", 2, 6)], 0.3, progress=False)["ema-N2-end6-a0.3"]
+                                    ["loss"]]
+    assert explorer.view(method="sma", n=3, alpha=0.2, end=4) is None  # fewer than 3 stable checkpoints end at 4
 
 
 def test_reference_is_stored_without_weights_and_read_back(traj, tmp_path):

@@ -90,7 +90,7 @@ def entropy_by_deviation(runs, first_update: int = 1, last_update: int | None = 
 
 def run_detail(run, first_update: int = 1, last_update: int | None = None, window: int = 10):
     """One run: entropy and share of tokens per |r - 1| bin over an update window, and the clipped or masked share
-    over updates with the window shaded (what `widgets.run_explorer` draws)."""
+    over updates with the window shaded (the static figure beside `token_explorer`)."""
     fig, axes = plt.subplots(1, 3, figsize=(17, 5))
     edges = _draw_bins(axes[0], axes[1], [run], first_update, last_update, run_label(run))
     _decorate_bins(axes[0], axes[1], edges, first_update, last_update)
@@ -156,9 +156,9 @@ def _windows(last: int, parts: int = 4) -> list[str]:
     return ["all updates"] + [f"updates {a}-{b - 1}" for a, b in zip(edges, edges[1:]) if b > a]
 
 
-def token_replay(runs):
-    """In-page explorer: pick a run and an update window; entropy and share of tokens per |r - 1| bin."""
-    from .replay import Control, build, line
+def token_explorer(runs):
+    """Explorer (the page and JupyterLab): pick a run and an update window; entropy and share of tokens per |r - 1| bin."""
+    from .explorer import Control, Explorer, line
 
     labels = {run_label(r): r for r in runs}
     last = max(len(r.metrics) - 1 for r in runs)
@@ -183,16 +183,16 @@ def token_replay(runs):
                                       for x, y in (("x", "y"), ("x2", "y2"))]}}
 
     controls = [Control("run", "run", list(labels)), Control("window", "updates", _windows(last), kind="slider")]
-    return build("Which tokens move: entropy and share of tokens by |r - 1| (stored runs, replayed in the page)",
+    return Explorer("Which tokens move: entropy and share of tokens by |r - 1| (stored runs)",
                  "Pick a run and slide over its updates. Top: mean entropy of the tokens in each |r - 1| bin; bottom: "
                  "their share (log scale). Dashed: the clip at |r - 1| = 0.2. Look at how the high-entropy tokens sit "
                  "right of the dashed line.", controls, view, {"height": 560})
 
 
-def tau_replay(runs, references=(), metric_options=("eval_greedy_acc", "eval_sampled_acc", "mask_frac")):
-    """In-page explorer: slide over M2PO's tau; its learning curve (mean over seeds) beside the reference runs."""
+def tau_explorer(runs, references=(), metric_options=("eval_greedy_acc", "eval_sampled_acc", "mask_frac")):
+    """Explorer (the page and JupyterLab): slide over M2PO's tau; its learning curve (mean over seeds) beside the reference runs."""
     from .run_groups import aggregate
-    from .replay import Control, build, line
+    from .explorer import Control, Explorer, line
 
     groups = group_runs(runs, key=tau_of)
 
@@ -211,6 +211,6 @@ def tau_replay(runs, references=(), metric_options=("eval_greedy_acc", "eval_sam
     controls = [Control("tau", "tau", [f"{t:g}" for t in groups], kind="slider", value="0.04"),
                 Control("metric", "metric", list(metric_options),
                 labels={m: title(m) for m in metric_options})]
-    return build("M2PO's threshold tau (stored runs, replayed in the page)",
+    return Explorer("M2PO's threshold tau (stored runs)",
                  "Slide over tau: M2PO's curve (green) against GRPO (dotted). Look for the range of tau where the "
                  "curve stays with on-policy GRPO, and at how many tokens the mask removes.", controls, view)

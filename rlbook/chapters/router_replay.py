@@ -163,9 +163,9 @@ def score_table(runs) -> str:
 
 def explorer(sources: dict, metrics=("eval_greedy_acc", "eval_sampled_acc", "kl_k3", "f2", "routing_mismatch",
                                       "clip_frac", "grad_norm", "reward")):
-    """In-page explorer: pick a set of runs (this notebook's, the reference runs) and a metric; one line per
+    """Explorer (the page and JupyterLab): pick a set of runs (this notebook's, the reference runs) and a metric; one line per
     variant (mean over seeds; training metrics as a 10-update mean)."""
-    from .replay import Control, build, line
+    from .explorer import Control, Explorer, line
 
     sources = {name: runs for name, runs in sources.items() if runs}
 
@@ -183,6 +183,6 @@ def explorer(sources: dict, metrics=("eval_greedy_acc", "eval_sampled_acc", "kl_
 
     controls = [Control("source", "runs", list(sources)),
                 Control("metric", "metric", list(metrics), labels={m: _label(m)[0] for m in metrics})]
-    return build("Explore the router-replay runs (stored runs, replayed in the page)",
+    return Explorer("Explore the router-replay runs (stored runs)",
                  "Pick the runs and a metric: one line per variant (mean over seeds). Look at the gap between "
                  "grpo and grpo+r3 in KL and F(2), and whether it shows in accuracy.", controls, view)

@@ -152,9 +152,9 @@ def prosperity_before_collapse(runs, metric: str = "eval_greedy_acc", window: in
     return finish(fig, axes, ncols=3)
 
 
-def staleness_replay(runs, metrics=("eval_greedy_acc", "eval_sampled_acc", "reward", "clip_frac", "entropy")):
-    """In-page explorer: pick an objective and a metric, one curve per staleness (mean over seeds)."""
-    from .replay import Control, build, line
+def staleness_explorer(runs, metrics=("eval_greedy_acc", "eval_sampled_acc", "reward", "clip_frac", "entropy")):
+    """Explorer (the page and JupyterLab): pick an objective and a metric, one curve per staleness (mean over seeds)."""
+    from .explorer import Control, Explorer, line
 
     stalenesses = sorted({r.config.staleness for r in runs})
     objectives = list(group_runs(runs, key=lambda r: r.config.objective))
@@ -174,6 +174,6 @@ def staleness_replay(runs, metrics=("eval_greedy_acc", "eval_sampled_acc", "rewa
     controls = [Control("objective", "objective", objectives, value="grpo"),
                 Control("metric", "metric", metrics,
                 labels={m: title(m) for m in metrics})]
-    return build("Explore the staleness sweep (stored runs, replayed in the page)",
+    return Explorer("Explore the staleness sweep (stored runs)",
                  "Pick an objective and a metric: one line per staleness s (mean over seeds; training metrics as a "
                  "10-update mean). Look at how far the curves of large s fall below s = 0.", controls, view)
