@@ -157,7 +157,7 @@ def _windows(last: int, parts: int = 4) -> list[str]:
 
 
 def token_explorer(runs):
-    """Explorer (the page and JupyterLab): pick a run and an update window; entropy and share of tokens per |r - 1| bin."""
+    """Explorer: pick a run and an update window; entropy and share of tokens per |r - 1| bin."""
     from .explorer import Control, Explorer, line
 
     labels = {run_label(r): r for r in runs}
@@ -184,13 +184,13 @@ def token_explorer(runs):
 
     controls = [Control("run", "run", list(labels)), Control("window", "updates", _windows(last), kind="slider")]
     return Explorer("Which tokens move: entropy and share of tokens by |r - 1| (stored runs)",
-                 "Pick a run and slide over its updates. Top: mean entropy of the tokens in each |r - 1| bin; bottom: "
-                 "their share (log scale). Dashed: the clip at |r - 1| = 0.2. Look at how the high-entropy tokens sit "
-                 "right of the dashed line.", controls, view, {"height": 560})
+                    "Pick a run and slide over its updates. Top: mean entropy of the tokens in each |r - 1| bin; "
+                    "bottom: their share (log scale). Dashed: the clip at |r - 1| = 0.2. Look at how the high-entropy "
+                    "tokens sit right of the dashed line.", controls, view, {"height": 560})
 
 
 def tau_explorer(runs, references=(), metric_options=("eval_greedy_acc", "eval_sampled_acc", "mask_frac")):
-    """Explorer (the page and JupyterLab): slide over M2PO's tau; its learning curve (mean over seeds) beside the reference runs."""
+    """Explorer: slide over M2PO's tau; its learning curve (mean over seeds) beside the reference runs."""
     from .run_groups import aggregate
     from .explorer import Control, Explorer, line
 
@@ -212,5 +212,5 @@ def tau_explorer(runs, references=(), metric_options=("eval_greedy_acc", "eval_s
                 Control("metric", "metric", list(metric_options),
                 labels={m: title(m) for m in metric_options})]
     return Explorer("M2PO's threshold tau (stored runs)",
-                 "Slide over tau: M2PO's curve (green) against GRPO (dotted). Look for the range of tau where the "
-                 "curve stays with on-policy GRPO, and at how many tokens the mask removes.", controls, view)
+                    "Slide over tau: M2PO's curve (green) against GRPO (dotted). Look for the range of tau where the "
+                    "curve stays with on-policy GRPO, and at how many tokens the mask removes.", controls, view)

@@ -17,7 +17,8 @@ import matplotlib.pyplot as plt
 
 from .. import stats
 from .style import legend_below
-from .verdicts import Signature, cell, clip_share, per_seed, token_share
+from .run_groups import select as cell
+from .verdicts import Signature, clip_share, per_seed, token_share
 
 PAPER_SHARE = (36.6 - 30.4) / (33.0 - 30.4)  # M2PO Table 1, Qwen3-Base-1.7B: M2PO s=256, GRPO s=256, GRPO s=0
 PAPER_FRACTIONS = {"GRPO clips, s = 256": 0.0066, "GRPO clips, on-policy": 0.0007, "M2PO masks, s = 256": 0.0002}

@@ -93,7 +93,7 @@ def explorer_figure(runs, alpha: float, eta: float, metric: str = "eval_greedy_a
 
 
 def variant_explorer(runs, metrics=("eval_greedy_acc", "eval_sampled_acc", "reward", "low_prob_frac", "entropy")):
-    """Explorer (the page and JupyterLab): AR's alpha and Lopti's eta among the stored runs, next to plain GRPO (means over seeds)."""
+    """Explorer: AR's alpha and Lopti's eta among the stored runs, next to plain GRPO (means over seeds)."""
     from .explorer import Control, Explorer, line
 
     alphas, etas = sorted({r.config.ar_alpha for r in runs}), sorted({r.config.lopti_eta for r in runs})
@@ -117,6 +117,6 @@ def variant_explorer(runs, metrics=("eval_greedy_acc", "eval_sampled_acc", "rewa
                 value=max(etas)), Control("metric", "metric", metrics,
                 labels={m: title(m) for m in metrics})]
     return Explorer("Advantage Reweighting and Lopti (stored runs)",
-                 "Pick AR's alpha and Lopti's eta: the variant's curve against plain GRPO (dotted). alpha = eta = 0 "
-                 "is GRPO itself; eta < 0 reverses Lopti's order (the paper's ablation). Look at whether any variant "
-                 "ends above GRPO by more than the spread between seeds.", controls, view)
+                    "Pick AR's alpha and Lopti's eta: the variant's curve against plain GRPO (dotted). alpha = eta = 0 "
+                    "is GRPO itself; eta < 0 reverses Lopti's order (the paper's ablation). Look at whether any "
+                    "variant ends above GRPO by more than the spread between seeds.", controls, view)

@@ -57,7 +57,8 @@ M2PO_REMOVED_TOKENS = Reported(M2PO, "Fig. 5 (share of response tokens clipped o
                                "Qwen3-Base-1.7B: GRPO clips 0.07% (s=0), 0.66% (s=256); M2PO masks 0.02% (s=256)",
                                {"grpo_s0": 0.0007, "grpo_s256": 0.0066, "m2po_s256": 0.0002})
 M2PO_ENTROPY = Reported(M2PO, "Fig. 4 (token entropy against |r - 1|)",
-                        "about 0.2 near r = 1, about 1.0 at |r-1| = 0.7", {"near": 0.2, "far": 1.0, "far_deviation": 0.7})
+                        "about 0.2 near r = 1, about 1.0 at |r-1| = 0.7",
+                        {"near": 0.2, "far": 1.0, "far_deviation": 0.7})
 M2PO_TAU = Reported(M2PO, "Fig. 8 (accuracy against tau)",
                     "accuracy insensitive to tau between about 0.02 and 0.08; very small or very large values hurt",
                     {"flat_from": 0.02, "flat_to": 0.08})

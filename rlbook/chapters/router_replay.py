@@ -163,7 +163,7 @@ def score_table(runs) -> str:
 
 def explorer(sources: dict, metrics=("eval_greedy_acc", "eval_sampled_acc", "kl_k3", "f2", "routing_mismatch",
                                       "clip_frac", "grad_norm", "reward")):
-    """Explorer (the page and JupyterLab): pick a set of runs (this notebook's, the reference runs) and a metric; one line per
+    """Explorer: pick a set of runs (this notebook's, the reference runs) and a metric; one line per
     variant (mean over seeds; training metrics as a 10-update mean)."""
     from .explorer import Control, Explorer, line
 
@@ -184,5 +184,5 @@ def explorer(sources: dict, metrics=("eval_greedy_acc", "eval_sampled_acc", "kl_
     controls = [Control("source", "runs", list(sources)),
                 Control("metric", "metric", list(metrics), labels={m: _label(m)[0] for m in metrics})]
     return Explorer("Explore the router-replay runs (stored runs)",
-                 "Pick the runs and a metric: one line per variant (mean over seeds). Look at the gap between "
-                 "grpo and grpo+r3 in KL and F(2), and whether it shows in accuracy.", controls, view)
+                    "Pick the runs and a metric: one line per variant (mean over seeds). Look at the gap between "
+                    "grpo and grpo+r3 in KL and F(2), and whether it shows in accuracy.", controls, view)

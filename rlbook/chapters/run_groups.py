@@ -44,12 +44,13 @@ def group_runs(runs, key=lambda r: (r.config.objective, r.config.staleness)) -> 
     return {k: groups[k] for k in sorted(groups, key=lambda k: tuple(map(rank, k if isinstance(k, tuple) else (k,))))}
 
 
-def select(runs, objective=None, staleness=None, tau=None) -> list:
-    """The runs of one objective / staleness / tau (None: any); staleness="max": the largest in `runs`."""
+def select(runs, objective=None, staleness=None, tau=None, **fields) -> list:
+    """The runs (one per seed) of one setting: objective / staleness / tau and any other config fields given (None:
+    any); staleness="max": the largest in `runs`."""
     if staleness == "max":
         staleness = max((r.config.staleness for r in runs), default=None)
     return [r for r in runs if objective in (None, r.config.objective) and staleness in (None, r.config.staleness)
-            and tau in (None, tau_of(r))]
+            and tau in (None, tau_of(r)) and all(getattr(r.config, k) == v for k, v in fields.items())]
 
 
 def smooth(values, window: int = 1) -> list:

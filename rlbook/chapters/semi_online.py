@@ -141,7 +141,7 @@ def score_table(runs) -> str:
 
 def explorer(sources: dict, metrics=("eval_greedy_acc", "eval_sampled_acc", "reward", "loss", "kl_k3",
                                       "policy_lag", "zero_std_frac")):
-    """Explorer (the page and JupyterLab): pick a set of runs, an objective and a metric; one line per sync interval (mean over
+    """Explorer: pick a set of runs, an objective and a metric; one line per sync interval (mean over
     seeds; training metrics as a 10-update mean)."""
     from .explorer import Control, Explorer, line
 
@@ -165,5 +165,6 @@ def explorer(sources: dict, metrics=("eval_greedy_acc", "eval_sampled_acc", "rew
     controls = [Control("source", "runs", list(sources)), Control("objective", "objective", objectives),
                 Control("metric", "metric", list(metrics), labels={m: labels.get(m, m) for m in metrics})]
     return Explorer("Explore the semi-online runs (stored runs)",
-                 "Pick the runs, an objective and a metric: one line per sync interval (mean over seeds). Look at "
-                 "where the offline line leaves the others, and whether the semi-online ones ever do.", controls, view)
+                    "Pick the runs, an objective and a metric: one line per sync interval (mean over seeds). Look at "
+                    "where the offline line leaves the others, and whether the semi-online ones ever do.", controls,
+                    view)

@@ -153,7 +153,7 @@ def prosperity_before_collapse(runs, metric: str = "eval_greedy_acc", window: in
 
 
 def staleness_explorer(runs, metrics=("eval_greedy_acc", "eval_sampled_acc", "reward", "clip_frac", "entropy")):
-    """Explorer (the page and JupyterLab): pick an objective and a metric, one curve per staleness (mean over seeds)."""
+    """Explorer: pick an objective and a metric, one curve per staleness (mean over seeds)."""
     from .explorer import Control, Explorer, line
 
     stalenesses = sorted({r.config.staleness for r in runs})
@@ -175,5 +175,5 @@ def staleness_explorer(runs, metrics=("eval_greedy_acc", "eval_sampled_acc", "re
                 Control("metric", "metric", metrics,
                 labels={m: title(m) for m in metrics})]
     return Explorer("Explore the staleness sweep (stored runs)",
-                 "Pick an objective and a metric: one line per staleness s (mean over seeds; training metrics as a "
-                 "10-update mean). Look at how far the curves of large s fall below s = 0.", controls, view)
+                    "Pick an objective and a metric: one line per staleness s (mean over seeds; training metrics as a "
+                    "10-update mean). Look at how far the curves of large s fall below s = 0.", controls, view)

@@ -13,6 +13,7 @@ from .. import stats
 from ..experiments import DEFAULT_TAU
 from . import papers
 from .lopti import variant_of
+from .run_groups import select
 
 MATCH_BOUND = 0.03  # two accuracies "match" when the 2-s.e. interval of their difference lies inside +-0.03
 # "Prosperity, then collapse" in accuracy: a rise of more than 0.05 above the base, then a fall of more than 0.08
@@ -28,15 +29,6 @@ class Signature:
     paper: str  # the paper's numbers
     observed: str  # ours, in words and numbers
     verdict: str  # stats.REPRODUCED | NOT_REPRODUCED | WITHIN_NOISE, or "no runs"
-
-
-def cell(runs, objective: str | None = None, staleness: int | None = None, **fields) -> list:
-    """The runs (one per seed) of one setting."""
-    def keep(run):
-        c = run.config
-        return ((objective is None or c.objective == objective) and (staleness is None or c.staleness == staleness)
-                and all(getattr(c, k) == v for k, v in fields.items()))
-    return [run for run in runs if keep(run)]
 
 
 def per_seed(runs, quantity) -> stats.Estimate:
@@ -98,12 +90,11 @@ def grpo_learns(runs) -> list[Signature]:
 
 def staleness_signatures(runs) -> list[Signature]:
     """Chapter 2 (M2PO, arXiv 2510.01161): a, b and e at the largest staleness of the runs."""
-    stalenesses = sorted({r.config.staleness for r in runs})
-    if not stalenesses:
+    if not runs:
         return []
-    top = stalenesses[-1]
-    grpo0, grpo_top = cell(runs, "grpo", 0), cell(runs, "grpo", top)
-    free_top, m2po_top = cell(runs, "no_clip", top), cell(runs, "m2po", top)
+    top = max(r.config.staleness for r in runs)
+    grpo0, grpo_top = select(runs, "grpo", 0), select(runs, "grpo", top)
+    free_top, m2po_top = select(runs, "no_clip", top), select(runs, "m2po", top)
     out = []
     out.append(_better(f"a. GRPO gets worse with staleness (s=0 vs s={top})",
                        papers.M2PO_STALENESS_COST.text, grpo0, grpo_top,
@@ -136,11 +127,10 @@ def staleness_signatures(runs) -> list[Signature]:
 
 def clip_mask_signatures(runs) -> list[Signature]:
     """Chapter 3 (M2PO, signature c): GRPO clips more when stale; M2PO masks few tokens."""
-    stalenesses = sorted({r.config.staleness for r in runs})
-    if not stalenesses:
+    if not runs:
         return []
-    top = stalenesses[-1]
-    grpo0, grpo_top, m2po_top = cell(runs, "grpo", 0), cell(runs, "grpo", top), cell(runs, "m2po", top)
+    top = max(r.config.staleness for r in runs)
+    grpo0, grpo_top, m2po_top = select(runs, "grpo", 0), select(runs, "grpo", top), select(runs, "m2po", top)
     paper = papers.M2PO_REMOVED_TOKENS.text
     if not (grpo0 and grpo_top and m2po_top):
         return [_missing("c. clipped vs masked tokens", paper)]
@@ -174,7 +164,7 @@ def entropy_by_deviation(run, low: float = 0.02, high: float = 0.2) -> tuple[flo
 def entropy_signature(runs) -> list[Signature]:
     """Chapter 3 (M2PO, signature d): tokens whose ratio moved far from 1 are the high-entropy ones."""
     top = max((r.config.staleness for r in runs), default=0)
-    grpo_top = cell(runs, "grpo", top)
+    grpo_top = select(runs, "grpo", top)
     claim = f"d. Token entropy rises with |r-1| (GRPO, s={top})"
     paper = papers.M2PO_ENTROPY.text
     if not grpo_top:
@@ -233,10 +223,10 @@ def semi_online_signatures(runs) -> list[Signature]:
     and online beats offline (k = 0, never synced)."""
     out, paper = [], papers.SEMI_ONLINE_ORDERING.text
     for objective in sorted({r.config.objective for r in runs}):
-        online, offline = cell(runs, objective, sync_every=1), cell(runs, objective, sync_every=0)
+        online, offline = select(runs, objective, sync_every=1), select(runs, objective, sync_every=0)
         for k in sorted({r.config.sync_every for r in runs if r.config.objective == objective} - {0, 1}):
             claim = f"{objective}: semi-online (sync every {k}) matches online"
-            semi = cell(runs, objective, sync_every=k)
+            semi = select(runs, objective, sync_every=k)
             if not (semi and online):
                 out.append(_missing(claim, paper))
                 continue
