@@ -17,7 +17,7 @@ from ..rollout import rollout
 from ..router_replay import (NOT_ROUTED, RoutingRecorder, engine_copy, extreme_fraction, own_experts,
                              predicting_positions, routing_mismatch)
 from .. import stats
-from .run_groups import aggregate, finish, group_runs
+from .run_groups import aggregate, finish, group_runs, variant
 from . import tables
 from .style import METRICS as STYLE_METRICS
 from .verdicts import token_share
@@ -28,11 +28,6 @@ METRICS = {"routing_mismatch": ("Routing mismatch (rollout vs trainer)", "share 
            "kl_k3": ("Train-vs-rollout KL", "KL, k3 estimate (nats)"),
            "grad_norm": ("Gradient norm (before clipping)", "L2 norm of the gradient"),
            "clip_frac": ("Clipped tokens", "share of response tokens")}
-
-
-def variant(run) -> str:
-    """A chapter-6 run's name in the figures: its objective, with "+r3" when it replays the routing."""
-    return run.config.objective + ("+r3" if run.config.router_replay else "")
 
 
 def _log_ratio_stats(logp, batch) -> dict:

@@ -29,6 +29,11 @@ def setting(run) -> tuple:
     return run.config.objective, run.config.staleness, tau_of(run)
 
 
+def variant(run) -> str:
+    """A run's objective, with "+r3" when it replays the rollout's routing (chapter 6's variants)."""
+    return run.config.objective + ("+r3" if run.config.router_replay else "")
+
+
 def run_label(run, seed: bool = True) -> str:
     c = run.config
     tau = f" tau={tau_of(run):g}" if "tau" in c.objective_params else ""

@@ -13,7 +13,7 @@ from .. import stats
 from ..experiments import DEFAULT_TAU
 from . import papers
 from .lopti import variant_of
-from .run_groups import select
+from .run_groups import group_runs, select, variant
 
 MATCH_BOUND = 0.03  # two accuracies "match" when the 2-s.e. interval of their difference lies inside +-0.03
 # "Prosperity, then collapse" in accuracy: a rise of more than 0.05 above the base, then a fall of more than 0.08
@@ -242,9 +242,7 @@ def router_replay_signatures(runs) -> list[Signature]:
     """Chapter 6 (arXiv 2510.11370), the rollout engine mismatched: R3 lowers the train-vs-rollout KL and F(2) (means
     over updates), scores no worse than GRPO without it (non-inferiority at MATCH_BOUND), falls less from its peak,
     and beats GSPO and TIS."""
-    by = {}
-    for run in runs:
-        by.setdefault(run.config.objective + ("+r3" if run.config.router_replay else ""), []).append(run)
+    by = group_runs(runs, key=variant)
     r3, grpo = by.get("grpo+r3", []), by.get("grpo", [])
     claims = [("R3 lowers the train-vs-rollout KL (k3)", papers.R3_KL.text),
               ("R3 leaves fewer extreme tokens, F(2)", papers.R3_EXTREME_TOKENS.text),
