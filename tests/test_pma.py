@@ -148,9 +148,12 @@ def test_reference_is_stored_without_weights_and_read_back(traj, tmp_path):
     assert len(pma_figures.reference_figure([ref]).axes) == 3
 
 
-def test_superseded_and_incomplete_references(traj, tmp_path):
+def test_superseded_and_incomplete_references(traj, tmp_path, monkeypatch):
     pma.reference_results(traj, progress=False)
     folder = pma.store_reference(traj, tmp_path)
+    monkeypatch.setattr(pma, "RESULTS_VERSION", pma.RESULTS_VERSION + 1)  # results computed by other code
+    assert pma.load_references(tmp_path) == [] and not pma.load_references(tmp_path, current_only=False)[0].current
+    monkeypatch.undo()
     stored = json.loads((folder / "result.json").read_text())
     write_json(folder / "result.json", {**stored, "results": "made-by-older-code"})
     assert pma.load_references(tmp_path) == [] and len(pma.load_references(tmp_path, current_only=False)) == 1
