@@ -159,13 +159,13 @@ class ResultSet:
             raise CorruptRunError(f"{self.path}: no {RESULT_RECORD}, so not a complete result set; store it again")
         return read_json(self.path / RESULT_RECORD)
 
-    def copy_to(self, folder: Path, record: dict) -> ResultSet:
-        """Copy the JSON results (never weights) to `folder`, each file atomically, then the record last."""
+    def copy_to(self, target: ResultSet, record: dict) -> ResultSet:
+        """Copy the JSON results (never weights) into `target`, each file atomically, then the record last."""
         for path in sorted(self.path.glob("*.json")):
             if path.name != RESULT_RECORD:
-                write_json(folder / path.name, read_json(path))
-        write_json(folder / RESULT_RECORD, record)
-        return ResultSet(folder)
+                write_json(target.path / path.name, read_json(path))
+        write_json(target.path / RESULT_RECORD, record)
+        return target
 
 
 class RunStore:

@@ -267,6 +267,6 @@ def test_a_result_set_computes_each_result_once_and_is_listed_when_its_record_is
     assert store.result_sets("merges") == [] and store.runs() == []  # no record yet; never read as a run
     with pytest.raises(CorruptRunError, match="no result.json"):
         results.record
-    copy = results.copy_to(tmp_path / "refs" / "merges" / "seed0", {"made_by": "this test"})
+    copy = results.copy_to(RunStore(tmp_path / "refs").result_set("merges", "seed0"), {"made_by": "this test"})
     assert RunStore(tmp_path / "refs").result_sets("merges") == [copy] and copy.record == {"made_by": "this test"}
     assert sorted(p.name for p in copy.path.iterdir()) == ["grid.json", "one.json", "result.json"]

@@ -202,7 +202,7 @@ def store_reference(traj: Trajectory, root: str | Path | None = None) -> Path:
     trained = {name: read_json(model.parent / "meta.json")  # where the trajectory and its twin were trained
                for name, model in (("trajectory", traj.final), ("annealed_equal", traj.annealed_equal))}
     record = {"config": asdict(traj.config), "results": traj.results.path.name, "end": traj.stable[-1], **trained}
-    return traj.results.copy_to(RunStore(root or reference_root()).result_set(REFERENCE_EXPERIMENT, folder).path,
+    return traj.results.copy_to(RunStore(root or reference_root()).result_set(REFERENCE_EXPERIMENT, folder),
                                 record).path
 
 
