@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import matplotlib.pyplot as plt
 
 from .. import stats
-from .style import legend_below
 from .run_groups import select as cell
+from .style import legend_below
 from .verdicts import Signature, clip_share, per_seed, token_share
 
 PAPER_SHARE = (36.6 - 30.4) / (33.0 - 30.4)  # M2PO Table 1, Qwen3-Base-1.7B: M2PO s=256, GRPO s=256, GRPO s=0
