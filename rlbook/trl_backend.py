@@ -21,6 +21,7 @@ from transformers import TrainerCallback
 from .config import RunConfig
 from .runs import Run, RunStore, environment
 from .seeds import stream_seed
+from .versions import TRAINING_VERSION
 
 # the release this mapping was read from (trl/trainer/grpo_config.py, trl/trainer/grpo_trainer.py)
 TRL_VERSION = "1.16.0"
@@ -236,7 +237,7 @@ def _train(config: RunConfig, run: Run, store: RunStore, progress: bool) -> None
     max_new = config.max_new_tokens or completion_budget(task, tokenizer)
     eval_set = evaluation_problems(config.task, config.task_params, config.eval_size)
     run.update_meta(complete=False, backend=BACKEND, trl=trl.__version__, differences=differences(config),
-                    **environment())
+                    training_version=TRAINING_VERSION, **environment())
     recorder = MetricsRecorder(config, run, model, tokenizer, task, eval_set, max_new, progress)
     recorder.evaluate_base()
     with tempfile.TemporaryDirectory() as out:

@@ -6,6 +6,7 @@ import pytest
 from rlbook import stats
 from rlbook.chapters import verdicts
 from rlbook.config import RunConfig
+from rlbook.experiments import ARITHMETIC_AR_ALPHA
 from rlbook.runs import Run, write_json
 
 
@@ -83,6 +84,17 @@ def test_lopti_signatures(tmp_path):
     assert [s.verdict for s in table[:2]] == [stats.REPRODUCED, stats.REPRODUCED]
     assert [s.verdict for s in table[2:]] == ["no runs"] * 3
     assert verdicts.markdown(table).count("\n") == len(table) + 1
+
+
+def test_lopti_signatures_on_arithmetic_name_math_variants_by_the_math_alpha(tmp_path):
+    runs = seeds(tmp_path, "grpo", [0.5, 0.52, 0.48], task="arithmetic")
+    runs += seeds(tmp_path, "ar", [0.5, 0.51, 0.49], task="arithmetic", ar_alpha=ARITHMETIC_AR_ALPHA)
+    table = verdicts.lopti_signatures(runs)
+    assert table[0].claim == "GRPO learns arithmetic"
+    assert table[1].claim == "ar beats GRPO" and "math" in table[1].paper and table[1].verdict != "no runs"
+    assert verdicts.lopti_signatures([], task="arithmetic")[0].claim == "GRPO learns arithmetic"
+    with pytest.raises(ValueError, match="one task"):
+        verdicts.lopti_signatures(runs + seeds(tmp_path, "kk", [0.5] * 3, task="knights_knaves"))
 
 
 def test_a_noisy_plateau_is_neither_prosperity_nor_collapse(tmp_path):
