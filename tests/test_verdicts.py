@@ -258,7 +258,7 @@ def test_fidelity_reads_chapter_5s_stored_trajectories():
 
 def test_the_papers_numbers_are_written_once_with_their_source():
     """Every number a paper reports lives in rlbook.chapters.papers, with its paper (title, arXiv id) and where in the
-    paper it comes from; no other chapter module writes one (drift_ladder's are due to move there at the merge)."""
+    paper it comes from; no other chapter module writes one."""
     import re
     from pathlib import Path
 
@@ -275,4 +275,4 @@ def test_the_papers_numbers_are_written_once_with_their_source():
     numbers = ("36.6", "30.4", "33.0", "0.66%", "0.07%", "1.5e-3", "7.5e-4", "0.53", "0.54", "0.57", "15.2%")
     chapters = Path(papers.__file__).parent
     writers = {p.name for p in chapters.glob("*.py") for n in numbers if n in p.read_text()}
-    assert writers == {"papers.py", "drift_ladder.py"}
+    assert writers == {"papers.py"}
