@@ -42,7 +42,8 @@ CHAPTERS = {
                                + verdicts.entropy_signature(sweep(runs))
                                + verdicts.tau_signatures(tau_runs(runs))),
     "03 clip vs mask at half the learning rate (slow drift)": ("02_slow_drift", verdicts.clip_mask_signatures),
-    "04 Lopti / Advantage Reweighting": ("04_lopti", verdicts.lopti_signatures),
+    "04 Lopti / Advantage Reweighting on arithmetic": ("04_lopti_arithmetic", verdicts.lopti_signatures),
+    "04 Lopti / Advantage Reweighting on Knights and Knaves": ("04_lopti", verdicts.lopti_signatures),
     "05 checkpoint merging (PMA)": (pma.REFERENCE_EXPERIMENT, merging_verdicts.merging_signatures),
     "06 router replay (R3)": ("06_router_replay", verdicts.router_replay_signatures),
     "07 semi-online RL": ("07_semi_online", verdicts.semi_online_signatures),

@@ -50,7 +50,7 @@ def standard_update(updates: int = STANDARD_UPDATES, **changes) -> dict:
     (`changes` shrink it for the CPU test)."""
     from rlbook.engines import ENGINES
     from rlbook.experiments import BASE, grpo_from_scratch
-    from rlbook.replay import run_or_load
+    from rlbook.obtain import run_or_load
     from rlbook.runs import RunStore
 
     warm = {**BASE["standard"]["warm_start"], "max_steps": 2, "target_accuracy": None, "eval_every": 2,

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from rlbook.experiments import grpo_from_scratch
-from rlbook.replay import run_or_load
+from rlbook.obtain import run_or_load
 from rlbook.storage import environment
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/record.py, when run as a script

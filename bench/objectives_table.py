@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from rlbook.experiments import stale_run
-from rlbook.replay import run_or_load
+from rlbook.obtain import run_or_load
 
 sys.path.insert(0, str(Path(__file__).parent))
 from record import parse_setting, save_result  # noqa: E402

@@ -22,7 +22,7 @@ from record import save_result  # noqa: E402
 from rlbook import stats  # noqa: E402
 from rlbook.experiments import (KNIGHTS_KNAVES, grpo_from_scratch, lopti_run, router_run, semi_online_run,  # noqa: E402
                                stale_run)
-from rlbook.replay import run_or_load  # noqa: E402
+from rlbook.obtain import run_or_load  # noqa: E402
 from rlbook.runs import RunStore, default_root  # noqa: E402
 
 PILOT_UPDATES = 400

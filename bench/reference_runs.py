@@ -14,7 +14,7 @@ import argparse
 import time
 
 from rlbook.experiments import LADDER, sweep
-from rlbook.replay import run_or_load
+from rlbook.obtain import run_or_load
 from rlbook.runs import RunStore, reference_root
 
 # Verdicts first: chapter 1, the drift ladder's rungs the trend verdict needs (half, reference and quarter rate),

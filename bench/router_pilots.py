@@ -26,7 +26,7 @@ from pilots import summarize  # noqa: E402
 from rlbook.chapters.router_replay import mismatch  # noqa: E402
 from rlbook.evaluate import completion_budget  # noqa: E402
 from rlbook.experiments import router_run  # noqa: E402
-from rlbook.replay import run_or_load  # noqa: E402
+from rlbook.obtain import run_or_load  # noqa: E402
 from rlbook.runs import RunStore, default_root  # noqa: E402
 from rlbook.tasks import make_task  # noqa: E402
 from rlbook.trainer import init_policy  # noqa: E402

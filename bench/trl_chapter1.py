@@ -89,7 +89,7 @@ def main() -> int:
     parser.add_argument("--updates", type=int, default=None, help="updates per run (default: the chapter's)")
     args = parser.parse_args()
     if args.command == "train":
-        from rlbook.replay import run_or_load
+        from rlbook.obtain import run_or_load
         from rlbook.runs import RunStore
         from rlbook.trl_backend import train_with_trl
 

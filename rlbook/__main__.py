@@ -1,3 +1,4 @@
+"""Run the command line as `python -m rlbook` (rlbook.cli)."""
 import sys
 
 from .cli import main

@@ -1,4 +1,6 @@
-"""Build the book: execute every notebook with papermill, then render a Sphinx site (myst-nb, sphinx-book-theme) that
+"""Build the book: execute the notebooks, then render them as a static site.
+
+Every notebook runs top to bottom with papermill; a Sphinx site (myst-nb, sphinx-book-theme) renders them that
 works opened from disk with no network: build/html/index.html. Figures land in build/figures/<chapter>/.
 
     python -m rlbook.book [--profile reference|smoke|cpu|auto|standard|paper] [--only 01_grpo_from_scratch]
@@ -7,7 +9,7 @@ works opened from disk with no network: build/html/index.html. Figures land in b
 The default profile, `reference`, replays the stored reference runs (data/runs) and trains nothing: the book readers
 get, on any machine. Any other profile trains what is not stored (each notebook prints its plan first).
 
-The site's sources are book/ (Sphinx configuration, landing page, references, styles, the replay script). MathJax
+The site's sources are book/ (Sphinx configuration, landing page, references, styles, the explorers' script). MathJax
 3 comes from the npm registry (`npm pack`, once, kept in build/vendor) and plotly.js from the plotly package; both
 are copied into the site.
 """
@@ -47,7 +49,7 @@ def execute(notebook: Path, out: Path, profile: str) -> float:
 
     The kernel runs without progress bars (TQDM_DISABLE): nobody watches a headless run, the page drops them anyway,
     and each bar is a stream of widget messages to a client that has no use for them. It also builds no ipywidgets
-    explorer (HEADLESS, rlbook.chapters.widgets): a page has no kernel to drive one, and a cell that displays
+    explorer (HEADLESS, rlbook.chapters.explorer): a page has no kernel to drive one, and a cell that displays
     ipywidgets sometimes gets its reply only at the cell time limit (jupyter/nbclient issue 312), minutes of CI.
     """
     import os

@@ -156,7 +156,7 @@ def _train(config: RunConfig, store: RunStore, args: argparse.Namespace):
         from .trl_backend import train_with_trl
 
         return train_with_trl(config, store)
-    from .replay import run_or_load
+    from .obtain import run_or_load
 
     return run_or_load(config, store, keep_superseded=args.keep_superseded)
 
@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     store, current = RunStore(args.runs_dir), None
     try:
-        from .replay import run_or_load  # torch and transformers: inside the try, so Ctrl-C here is answered too
+        from .obtain import run_or_load  # torch and transformers: inside the try, so Ctrl-C here is answered too
 
         if args.command == "train":
             current = _config_from(args)

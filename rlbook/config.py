@@ -1,10 +1,12 @@
-"""Run configuration: one dataclass, checked on construction; a wrong key or value is a ValueError naming the field
+"""Run configuration: one dataclass of a run's settings, each value checked on construction.
+
+A wrong key or value is a ValueError naming the field
 and the valid choices.
 
 Every RunConfig field has a one-line description in FIELD_HELP (the command line's --help shows it). Each mechanism
 checks its own settings (the task registry its parameters, an objective its hyper-parameters, the warm start its
 overrides, online DPO, router replay, the engine); what the machine must provide (a GPU, a checkpoint) is checked
-before a run starts (rlbook.replay.check_runnable). The engine (rlbook.engines) says how a run is computed; its
+before a run starts (rlbook.obtain.check_runnable). The engine (rlbook.engines) says how a run is computed; its
 identity (rlbook.identity) what its result depends on.
 """
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""Online / semi-online DPO on grouped rollouts ("Bridging Offline and Online Reinforcement Learning for LLMs",
+"""Online and semi-online DPO on grouped rollouts: pairs from the generator's own samples and their loss.
+
+Online / semi-online DPO on grouped rollouts ("Bridging Offline and Online Reinforcement Learning for LLMs",
 arXiv 2506.21495, which trains DPO on pairs drawn from the generator's own samples).
 
 Pairing rule (`dpo_pairs`): in each group of G completions of one prompt, the chosen completion is the first (in

@@ -209,6 +209,7 @@ def lopti_run(profile: str = "auto", variant: str = "grpo", seed: int = 0, **cha
 # Chapter 4 where GRPO learns: the same variants on arithmetic with chapter 1's update (the profile's base budget,
 # where GRPO gains about +0.16 greedy in 800 updates), AR's alpha at the paper's value for math (0.1; 0.3 is K&K's).
 ARITHMETIC_AR_ALPHA = 0.1
+LOPTI_ARITHMETIC_BUDGET = {"smoke": dict(total_updates=20, eval_every=10)}  # CI time: five short runs
 
 
 def lopti_arithmetic_run(profile: str = "auto", variant: str = "grpo", seed: int = 0, **changes) -> RunConfig:
@@ -217,7 +218,8 @@ def lopti_arithmetic_run(profile: str = "auto", variant: str = "grpo", seed: int
     if variant not in LOPTI_VARIANTS:
         raise ValueError(f"unknown variant {variant!r}; choose one of: {', '.join(LOPTI_VARIANTS)}")
     alpha, eta = LOPTI_VARIANTS[variant]
-    values = {**BASE[profile], **COMPARED_ALIKE, "experiment": "04_lopti_arithmetic",
+    values = {**BASE[profile], **LOPTI_ARITHMETIC_BUDGET.get(profile, {}), **COMPARED_ALIKE,
+              "experiment": "04_lopti_arithmetic",
               "ar_alpha": ARITHMETIC_AR_ALPHA if alpha else 0.0,
               "lopti_eta": eta, "seed": seed, "name": f"{variant}-arithmetic-{profile}-seed{seed}"}
     return RunConfig.from_dict({**values, **changes})

@@ -1,4 +1,6 @@
-"""A lean copy of a dense Qwen3 policy for sampling: the decoder written out in plain tensor ops, q/k/v and gate/up
+"""A lean copy of a dense Qwen3 policy for sampling: the decoder written out in plain tensor ops.
+
+A lean copy of a dense Qwen3 policy for sampling: the decoder written out in plain tensor ops, q/k/v and gate/up
 each one matrix product, no per-module dispatch, no mask builder. Called like the model in `rollout.sample` (input
 ids, attention mask, position ids, KV cache -> last logits and the cache). Two kinds of projection:
 

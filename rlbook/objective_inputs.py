@@ -1,4 +1,6 @@
-"""Input checks of the objectives (rlbook.objectives): every bad tensor or hyper-parameter is a ValueError that
+"""Input checks of the objectives: a bad tensor or hyper-parameter is a ValueError naming it.
+
+Input checks of the objectives (rlbook.objectives): every bad tensor or hyper-parameter is a ValueError that
 names the value and the valid choices, raised before anything is computed."""
 import inspect
 

@@ -2,11 +2,18 @@
 
 A run directory holds `config.json`, `metrics.jsonl` (one row per model update), `meta.json` (git commit, device,
 library versions, wall time, complete or not) and `state.pt` (the latest resumable checkpoint), each written whole
-or not at all (rlbook.storage), so a killed run is marked incomplete and `rlbook.replay.run_or_load` resumes it from
+or not at all (rlbook.storage), so a killed run is marked incomplete and `rlbook.obtain.run_or_load` resumes it from
 its last checkpoint. An unreadable row, file or checkpoint raises CorruptRunError naming the file (and line).
+
+Results computed from stored weights rather than by training (chapter 5's merges and loss surfaces) live beside the
+runs as a ResultSet, `runs/<experiment>/<name>/`: JSON files of {key: result}, each result computed once and each file
+written atomically, and `result.json`, what made them, written last. Its name carries the versions of the code that
+computed it (RESULTS_VERSION and the warm start's), so results made by other code are another folder, never read as
+this code's.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
@@ -16,8 +23,11 @@ from pathlib import Path
 from .config import RunConfig
 from .engines import KNOBS, engine_of
 # environment and reference_root are not used here: the notebooks import them from rlbook.runs with the RunStore
+from .progress import progress_bar
 from .storage import (UNTOUCHED, CorruptRunError, default_root, environment, read_json, read_rows,  # noqa: F401
                       reference_root, write_atomic, write_json)
+
+RESULT_RECORD = "result.json"  # a ResultSet's record of what made it; not config.json, which only a run holds
 
 
 class SupersededRunWarning(UserWarning):
@@ -114,6 +124,50 @@ class Run:
         write_json(self.path / "meta.json", {**self.meta, **values})
 
 
+def result_key(settings: dict) -> str:
+    """A short, stable name for a result's settings (a hash of their JSON)."""
+    return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:10]
+
+
+@dataclass
+class ResultSet:
+    """Results computed from stored weights, not by training: a folder of JSON files of {key: result} and
+    `result.json`, the record of what made them (see the module's docstring)."""
+    path: Path
+
+    def cached(self, file: str, keys: dict, compute, progress: bool = True, desc: str = "") -> dict:
+        """{key: result} for every key of `keys` (key -> settings), computing `compute(**settings)` only for the keys
+        `file` lacks and storing each at once (an interrupted computation keeps what it finished)."""
+        path = self.path / file
+        stored = read_json(path) if path.exists() else {}
+        missing = [k for k in keys if k not in stored]
+        for key in progress_bar(missing, progress and bool(missing), desc=desc):
+            stored[key] = compute(**keys[key])
+            stored["environment"] = environment()
+            write_json(path, stored)
+        return {k: stored[k] for k in keys}
+
+    def cached_one(self, file: str, settings: dict, compute) -> dict:
+        """The one result of `settings` in `file` (keyed by result_key), computed once."""
+        key = result_key(settings)
+        return self.cached(file, {key: settings}, compute, progress=False)[key]
+
+    @property
+    def record(self) -> dict:
+        """What made the results (written last: a set without it is incomplete, and raises CorruptRunError)."""
+        if not (self.path / RESULT_RECORD).exists():
+            raise CorruptRunError(f"{self.path}: no {RESULT_RECORD}, so not a complete result set; store it again")
+        return read_json(self.path / RESULT_RECORD)
+
+    def copy_to(self, target: ResultSet, record: dict) -> ResultSet:
+        """Copy the JSON results (never weights) into `target`, each file atomically, then the record last."""
+        for path in sorted(self.path.glob("*.json")):
+            if path.name != RESULT_RECORD:
+                write_json(target.path / path.name, read_json(path))
+        write_json(target.path / RESULT_RECORD, record)
+        return target
+
+
 class RunStore:
     def __init__(self, root: str | Path | None = None):
         self.root = Path(root) if root is not None else default_root()
@@ -155,6 +209,14 @@ class RunStore:
         runs = [Run(p.parent) for p in sorted(self.root.glob(pattern))
                 if p.parent.parent.name != "warmstart" and not p.parent.name.startswith(".")]
         return [run for run in runs if run.current] if current_only else runs
+
+    def result_set(self, experiment: str, name: str) -> ResultSet:
+        """The result set `<experiment>/<name>` (its folder is made when a first result is stored)."""
+        return ResultSet(self.root / experiment / name)
+
+    def result_sets(self, experiment: str) -> list[ResultSet]:
+        """Every stored result set of an experiment that holds its record, by name."""
+        return [ResultSet(p.parent) for p in sorted((self.root / experiment).glob(f"*/{RESULT_RECORD}"))]
 
 
 

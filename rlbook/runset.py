@@ -1,4 +1,6 @@
-"""RunSet: the runs behind one figure or table, with what its label must say (seeds, made by this code or by older
+"""RunSet: the runs behind one figure or table, with what its label must say about them.
+
+RunSet: the runs behind one figure or table, with what its label must say (seeds, made by this code or by older
 code, settings with no stored run).
 
 A stored run made by an older TRAINING_VERSION is shown as what it is, never as this code's result: its label says

@@ -1,4 +1,6 @@
-"""Semi-online RL ("Bridging Offline and Online Reinforcement Learning for LLMs", arXiv 2506.21495): the generator is
+"""Semi-online RL: the generator is a frozen copy of the policy, synced with it every `sync_every` updates.
+
+Semi-online RL ("Bridging Offline and Online Reinforcement Learning for LLMs", arXiv 2506.21495): the generator is
 a frozen copy of the policy, synced with it every `sync_every` updates.
 
 sync_every = 1 is online RL (the current policy samples every batch); sync_every = k > 1 keeps the generator's

@@ -1,4 +1,6 @@
-"""Files that are whole or absent: atomic writes, JSON objects and rows read back with errors naming file and line,
+"""Files that are whole or absent: atomic writes, and JSON read back with errors naming file and line.
+
+Files that are whole or absent: atomic writes, JSON objects and rows read back with errors naming file and line,
 where results live (the RunStore's roots) and the record of where a result was made (environment).
 
 Every file is written atomically (temporary file + rename) and metric rows are appended and fsynced, so a killed

@@ -21,6 +21,7 @@ from transformers import TrainerCallback
 from .config import RunConfig
 from .runs import Run, RunStore, environment
 from .seeds import stream_seed
+from .versions import TRAINING_VERSION
 
 # the release this mapping was read from (trl/trainer/grpo_config.py, trl/trainer/grpo_trainer.py)
 TRL_VERSION = "1.16.0"
@@ -197,7 +198,7 @@ def train_with_trl(config: RunConfig, store: RunStore | None = None, progress: b
     if trl.__version__ != TRL_VERSION:
         raise ValueError(f"the TRL backend was written for trl=={TRL_VERSION}; this environment has "
                          f"{trl.__version__} (pip install trl=={TRL_VERSION})")
-    from .replay import check_runnable
+    from .obtain import check_runnable
     from .trainer import warm_start_of
 
     store = store or RunStore()
@@ -236,7 +237,7 @@ def _train(config: RunConfig, run: Run, store: RunStore, progress: bool) -> None
     max_new = config.max_new_tokens or completion_budget(task, tokenizer)
     eval_set = evaluation_problems(config.task, config.task_params, config.eval_size)
     run.update_meta(complete=False, backend=BACKEND, trl=trl.__version__, differences=differences(config),
-                    **environment())
+                    training_version=TRAINING_VERSION, **environment())
     recorder = MetricsRecorder(config, run, model, tokenizer, task, eval_set, max_new, progress)
     recorder.evaluate_base()
     with tempfile.TemporaryDirectory() as out:

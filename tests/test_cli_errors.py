@@ -5,7 +5,7 @@ from dataclasses import fields
 
 import pytest
 
-import rlbook.replay
+import rlbook.obtain
 from rlbook.cli import main
 from rlbook.config import FIELD_HELP, RunConfig
 from rlbook.pretrain import WarmStartConfig
@@ -26,7 +26,7 @@ def run_cli(capsys, *argv) -> tuple[int, str]:
 @pytest.fixture
 def no_model(monkeypatch):
     """Training (the only step that loads a model) fails the test: every check must come before it."""
-    monkeypatch.setattr(rlbook.replay.trainer, "train", lambda *a, **k: pytest.fail("a bad input reached training"))
+    monkeypatch.setattr(rlbook.obtain.trainer, "train", lambda *a, **k: pytest.fail("a bad input reached training"))
 
 
 @pytest.mark.parametrize("argv, named", [
@@ -111,13 +111,13 @@ def test_ctrl_c_says_where_to_resume(capsys, tmp_path, monkeypatch):
         run.update_meta(updates=2)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(rlbook.replay.trainer, "train", interrupted_training)
+    monkeypatch.setattr(rlbook.obtain.trainer, "train", interrupted_training)
     status, err = run_cli(capsys, "train", "--runs-dir", str(tmp_path), *TINY, "--name", "a")
     assert status == 130
     assert err == "interrupted at update 3; rerun the same command to resume from update 2\n"
     config = RunConfig.from_dict({"preset": "nano-tiny", "init": "scratch", "name": "b", "seed": 1})
     with pytest.raises(KeyboardInterrupt):
-        rlbook.replay.run_or_load(config, rlbook.replay.RunStore(tmp_path), progress=False, references=False)
+        rlbook.obtain.run_or_load(config, rlbook.obtain.RunStore(tmp_path), progress=False, references=False)
 
 
 def test_every_flag_round_trips_to_the_config():

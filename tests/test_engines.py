@@ -89,7 +89,7 @@ def test_a_knob_combination_that_is_no_engine_is_refused_with_the_engines():
 
 def compute(root: Path) -> dict:
     import rlbook.trainer
-    from rlbook.replay import run_or_load
+    from rlbook.obtain import run_or_load
     from rlbook.runs import RunStore
     from rlbook.tasks import make_task
     from shaped import ShapedTask

@@ -21,7 +21,7 @@ import pytest
 
 from rlbook.cli import main
 from rlbook.config import RunConfig
-from rlbook.replay import run_or_load
+from rlbook.obtain import run_or_load
 from rlbook.runs import RunStore
 from rlbook.trainer import TIMING_KEYS as TIMING
 
@@ -63,7 +63,7 @@ def test_killed_and_resumed_runs_lose_no_row_and_match_an_uninterrupted_run(tmp_
     config = RunConfig(**SETTINGS)
     reference = run_or_load(config, RunStore(tmp_path / "reference"), progress=False, references=False)
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["rlbook.replay"])
+    context.set_forkserver_preload(["rlbook.obtain"])
     runs, rng, killed_at = tmp_path / "killed", random.Random(2026), []
     metrics = runs / "faults" / f"run-{config.hash()}" / "metrics.jsonl"
     while len(killed_at) < KILLS:

@@ -1,4 +1,5 @@
-"""Chapter 2 / 3 figures (rlbook.chapters), grouping helpers, tables and widgets on small synthetic runs (no training)."""
+"""Chapter 2 / 3 figures (rlbook.chapters), grouping helpers, tables and explorers on small synthetic runs (no
+training)."""
 import json
 import math
 
@@ -9,7 +10,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
 from rlbook import stats  # noqa: E402
-from rlbook.chapters import clip_vs_mask, m2po, staleness  # noqa: E402
+from rlbook.chapters import clip_vs_mask, run_groups, staleness  # noqa: E402
 from rlbook.config import RunConfig  # noqa: E402
 from rlbook.runs import RunStore  # noqa: E402
 
@@ -75,37 +76,38 @@ def visible_lines(ax):
 
 def test_grouping_and_selection(sweep):
     runs, taus = sweep
-    groups = m2po.group_runs(runs)
+    groups = run_groups.group_runs(runs)
     assert list(groups) == [("grpo", 0), ("grpo", 4), ("no_clip", 4), ("m2po", 4)]
     assert all(len(seeds) == 2 for seeds in groups.values())
-    assert list(m2po.group_runs(taus, key=m2po.tau_of)) == [0.005, 0.04, 0.16]
-    assert len(m2po.select(runs, "grpo", "max")) == 2 and m2po.select(runs, staleness="max")[0].config.staleness == 4
-    assert m2po.tau_of(runs[0]) == 0.04 and m2po.run_label(taus[0]) == "m2po s=4 tau=0.005 seed 0"
-    assert m2po.removal_key("m2po") == "mask_frac" and m2po.removal_key("grpo") == "clip_frac"
+    assert list(run_groups.group_runs(taus, key=run_groups.tau_of)) == [0.005, 0.04, 0.16]
+    assert len(run_groups.select(runs, "grpo", "max")) == 2
+    assert run_groups.select(runs, staleness="max")[0].config.staleness == 4
+    assert run_groups.tau_of(runs[0]) == 0.04 and run_groups.run_label(taus[0]) == "m2po s=4 tau=0.005 seed 0"
+    assert clip_vs_mask.removal_key("m2po") == "mask_frac" and clip_vs_mask.removal_key("grpo") == "clip_frac"
 
 
 def test_series_helpers(sweep):
     runs, _ = sweep
-    grpo0 = m2po.select(runs, "grpo", 0)
-    updates, mean, lo, hi = m2po.aggregate(grpo0, "eval_greedy_acc")
+    grpo0 = run_groups.select(runs, "grpo", 0)
+    updates, mean, lo, hi = run_groups.aggregate(grpo0, "eval_greedy_acc")
     assert updates == [0, 12, 24] and mean[-1] == pytest.approx(0.51) and (lo[-1], hi[-1]) == (0.5, 0.52)
-    assert m2po.smooth([1, None, 3, 5], 2) == [1, 1, 3, 4]
-    assert m2po.mean_of(grpo0[0], "clip_frac") == pytest.approx(0.01)
-    versions, rewards = m2po.batch_rewards(m2po.select(runs, "grpo", 4)[0])
+    assert run_groups.smooth([1, None, 3, 5], 2) == [1, 1, 3, 4]
+    assert run_groups.mean_of(grpo0[0], "clip_frac") == pytest.approx(0.01)
+    versions, rewards = staleness.batch_rewards(run_groups.select(runs, "grpo", 4)[0])
     assert versions == [0, 4, 8, 12, 16] and rewards == pytest.approx([0.2, 0.24, 0.28, 0.32, 0.36])
-    assert m2po.batch_rewards(grpo0[0])[0] == [0, 4, 8, 12, 16, 20]  # on-policy: every batch a new policy
+    assert staleness.batch_rewards(grpo0[0])[0] == [0, 4, 8, 12, 16, 20]  # on-policy: every batch a new policy
 
 
 def test_token_statistics(sweep):
     runs, _ = sweep
-    assert m2po.removed_entropy(m2po.select(runs, "grpo", 0)[0]) == pytest.approx((1.0, 2.0, 0.5))
-    assert m2po.removed_entropy(m2po.select(runs, "m2po", 4)[0]) == pytest.approx((1.0, 3.0, 0.5))
-    names, counts, entropy, edges = m2po.pooled_ratio_bins(m2po.select(runs, "grpo", 0), 1, 4)
+    assert clip_vs_mask.removed_entropy(run_groups.select(runs, "grpo", 0)[0]) == pytest.approx((1.0, 2.0, 0.5))
+    assert clip_vs_mask.removed_entropy(run_groups.select(runs, "m2po", 4)[0]) == pytest.approx((1.0, 3.0, 0.5))
+    names, counts, entropy, edges = clip_vs_mask.pooled_ratio_bins(run_groups.select(runs, "grpo", 0), 1, 4)
     assert names[0] == "0-0.02" and names[-1] == ">1" and edges == EDGES
     assert counts.tolist() == [32, 0, 0, 0, 16, 16, 0, 0, 0]  # 2 runs x 4 updates
     assert entropy[0] == pytest.approx(0.2) and entropy[5] == pytest.approx(2.0) and math.isnan(entropy[1])
     with pytest.raises(ValueError):
-        m2po.pooled_ratio_bins(runs[0], 100)
+        clip_vs_mask.pooled_ratio_bins(runs[0], 100)
 
 
 def test_accuracy_figures(sweep):
@@ -116,12 +118,12 @@ def test_accuracy_figures(sweep):
     assert all(len(ax.collections) == len(ax.lines) for ax in fig.axes)  # two seeds: a min-max band each
     fig = staleness.final_vs_staleness(runs)
     assert len(fig.axes[0].containers) == 3  # error bars per objective
-    scores = [stats.estimate([stats.score(r) for r in m2po.select(runs, "grpo", s)]).mean for s in (0, 4)]
+    scores = [stats.estimate([stats.score(r) for r in run_groups.select(runs, "grpo", s)]).mean for s in (0, 4)]
     assert fig.axes[0].containers[0].lines[0].get_ydata().tolist() == pytest.approx(scores)
     table = staleness.score_table(runs).splitlines()
     assert table[0] == "| objective | s = 0 | s = 4 |" and table[2].startswith(f"| grpo | {scores[0]:.3f} ± ")
     assert table[3].startswith("| no_clip | - | ")  # no run of this cell
-    fig = staleness.prosperity_before_collapse(m2po.select(runs, "no_clip", "max"))
+    fig = staleness.prosperity_before_collapse(run_groups.select(runs, "no_clip", "max"))
     assert [len(visible_lines(ax)) for ax in fig.axes] == [3, 3]  # two seeds (thin) and their mean per panel
     assert [len(ax.lines) for ax in fig.axes] == [4, 4]  # + the mean's best point, starred
 
@@ -131,8 +133,9 @@ def test_final_vs_m2_places_each_setting_at_its_measured_drift(sweep):
     fig = staleness.final_vs_m2(runs)
     ax = fig.axes[0]
     assert len(ax.containers) == 3 and ax.get_xscale() == "log"  # one errorbar series per objective
-    drift = [stats.estimate([m2po.mean_of(r, "m2") for r in m2po.select(runs, "grpo", s)]).mean for s in (0, 4)]
-    scores = [stats.estimate([stats.score(r) for r in m2po.select(runs, "grpo", s)]).mean for s in (0, 4)]
+    drift = [stats.estimate([run_groups.mean_of(r, "m2") for r in run_groups.select(runs, "grpo", s)]).mean
+             for s in (0, 4)]
+    scores = [stats.estimate([stats.score(r) for r in run_groups.select(runs, "grpo", s)]).mean for s in (0, 4)]
     line = ax.containers[0].lines[0]
     assert line.get_xdata().tolist() == pytest.approx(drift) and line.get_ydata().tolist() == pytest.approx(scores)
     assert sorted(t.get_text() for t in ax.texts) == ["s=0", "s=4", "s=4", "s=4"]
@@ -141,18 +144,18 @@ def test_final_vs_m2_places_each_setting_at_its_measured_drift(sweep):
 
 def test_token_figures(sweep):
     runs, taus = sweep
-    chosen = m2po.select(runs, "grpo") + m2po.select(runs, "m2po")
+    chosen = run_groups.select(runs, "grpo") + run_groups.select(runs, "m2po")
     fig = clip_vs_mask.removed_fraction(chosen)
     assert len(fig.axes[0].lines) == 3 and "masked" in fig.axes[0].lines[2].get_label()
     fig = clip_vs_mask.entropy_by_deviation(chosen)
     assert [len(ax.lines) for ax in fig.axes] == [4, 4]  # 3 settings (seeds pooled) + the clip line
     fig = clip_vs_mask.entropy_removed_vs_kept(chosen)
     assert len(fig.axes[0].patches) == 3 * 3  # three bars for each of the 3 settings (seeds averaged)
-    fig = clip_vs_mask.m2_before_after(m2po.select(runs, "m2po") + m2po.select(runs, "grpo", 4))
+    fig = clip_vs_mask.m2_before_after(run_groups.select(runs, "m2po") + run_groups.select(runs, "grpo", 4))
     assert len(fig.axes[0].lines) == 4  # m2po: all + kept, grpo: all, the tau line
     fig = clip_vs_mask.run_detail(chosen[0], 2, 6)
     assert len(fig.axes) == 3 and len(fig.axes[2].patches) == 1  # the shaded window
-    fig = clip_vs_mask.tau_sweep_figure(taus, references=m2po.select(runs, "grpo", 0))
+    fig = clip_vs_mask.tau_sweep_figure(taus, references=run_groups.select(runs, "grpo", 0))
     assert fig.axes[0].containers[0].lines[0].get_xdata().tolist() == [0.005, 0.04, 0.16]
     by_tau = [[r for r in taus if r.config.objective_params["tau"] == t] for t in (0.005, 0.04, 0.16)]
     scores = [stats.estimate([stats.score(r) for r in cell]).mean for cell in by_tau]  # last-3 means over seeds
@@ -160,19 +163,24 @@ def test_token_figures(sweep):
     assert sorted(fig.axes[0].get_legend_handles_labels()[1]) == ["grpo s=0", "m2po"]  # the sweep, the reference
 
 
-def test_widgets_redraw(sweep):
-    pytest.importorskip("ipywidgets")
-    from rlbook.chapters import widgets
-
+def explorers(sweep):
     runs, taus = sweep
-    box = widgets.staleness_explorer(runs)
-    staleness, objective = box.children[1].children[:2]
-    objective.value = ("grpo",)  # triggers a redraw of the chosen runs
-    staleness.value = (0,)
-    box = widgets.run_explorer(runs)
-    box.children[1].children[1].value = (2, 5)
-    box = widgets.tau_explorer(taus, references=m2po.select(runs, "grpo", 0))
-    box.children[1].children[0].value = (0.04,)
+    return [staleness.staleness_explorer(runs), clip_vs_mask.token_explorer(runs),
+            clip_vs_mask.tau_explorer(taus, references=run_groups.select(runs, "grpo", 0))]
+
+
+def test_an_explorer_is_one_definition_shown_as_a_widget_too(sweep):
+    """The widget has the page's controls over the page's view: moving a control redraws the view of that choice."""
+    pytest.importorskip("ipywidgets")
+    for explorer in explorers(sweep):
+        box = explorer.widget()
+        controls = box.children[1].children
+        assert [c.description for c in controls] == [c.label for c in explorer.controls]
+        seen = []
+        explorer.view = lambda view=explorer.view, **choice: seen.append(choice) or view(**choice)
+        controls[-1].value = controls[-1].options[-1][1] if isinstance(controls[-1].options[-1], tuple) else \
+            controls[-1].options[-1]
+        assert seen and seen[-1][explorer.controls[-1].name] == explorer.controls[-1].options[-1]
 
 
 def test_a_headless_run_builds_no_widget(sweep, monkeypatch):
@@ -181,30 +189,26 @@ def test_a_headless_run_builds_no_widget(sweep, monkeypatch):
     import ipywidgets
     from IPython.display import HTML
 
-    from rlbook.chapters import widgets
-
-    runs, _ = sweep
+    explorer = explorers(sweep)[0]
     monkeypatch.setenv("RLBOOK_HEADLESS", "1")
-    note = widgets.staleness_explorer(runs)
+    note = explorer.widget()
     assert isinstance(note, HTML) and "JupyterLab" in note.data
     monkeypatch.delenv("RLBOOK_HEADLESS")
-    assert isinstance(widgets.staleness_explorer(runs), ipywidgets.Widget)
+    assert isinstance(explorer.widget(), ipywidgets.Widget)
 
 
-def test_in_page_replays_hold_a_view_per_choice(sweep):
-    from rlbook.chapters.clip_vs_mask import tau_replay, token_replay
-    from rlbook.chapters.replay import Replay
+def test_in_page_explorers_hold_a_view_per_choice(sweep):
+    from rlbook.chapters.explorer import Explorer
 
-    runs, taus = sweep
-    for replay in (staleness.staleness_replay(runs), token_replay(runs),
-                   tau_replay(taus, references=m2po.select(runs, "grpo", 0))):
-        assert isinstance(replay, Replay) and replay.views
-        choices = [len(c.options) for c in replay.controls]
-        assert len(replay.views) == math.prod(choices)  # every combination of the controls has its figure
-        figures = [json.dumps(v) for v in replay.views.values()]
+    for explorer in explorers(sweep):
+        assert isinstance(explorer, Explorer) and explorer.views
+        choices = [len(c.options) for c in explorer.controls]
+        assert len(explorer.views) == math.prod(choices)  # every combination of the controls has its figure
+        figures = [json.dumps(v) for v in explorer.views.values()]
         assert len(set(figures)) == len(figures), "two choices show the same figure"
-        page = replay._repr_html_()
-        assert page.count('data-control="') == len(replay.controls) and "NaN" not in page
+        page = explorer._repr_html_()
+        assert page.count('data-control="') == len(explorer.controls)
+        assert "NaN" not in page
 
 
 def test_figures_read_at_the_body_text_size_on_a_1024_px_page(sweep):
@@ -215,9 +219,9 @@ def test_figures_read_at_the_body_text_size_on_a_1024_px_page(sweep):
 
     runs, taus = sweep
     figures = {"accuracy_curves": staleness.accuracy_curves(runs),  # three panels side by side before
-               "prosperity": staleness.prosperity_before_collapse(m2po.select(runs, "no_clip", "max")),
+               "prosperity": staleness.prosperity_before_collapse(run_groups.select(runs, "no_clip", "max")),
                "run_detail": clip_vs_mask.run_detail(runs[0], 2, 6),  # three panels in a row before
-               "tau_sweep": clip_vs_mask.tau_sweep_figure(taus, references=m2po.select(runs, "grpo", 0))}
+               "tau_sweep": clip_vs_mask.tau_sweep_figure(taus, references=run_groups.select(runs, "grpo", 0))}
     for name, fig in figures.items():
         style.fit_for_page(fig)
         assert fig.get_figwidth() == pytest.approx(style.PAGE_INCHES), name

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import rlbook.replay
+import rlbook.obtain
 from rlbook.cli import main
 from rlbook.config import RunConfig
 from rlbook.pretrain import WarmStartConfig
@@ -95,14 +95,14 @@ class Accepted(Exception):
 
 
 def accept(config, *args, **kwargs):
-    rlbook.replay.check_runnable(config)
+    rlbook.obtain.check_runnable(config)
     raise Accepted
 
 
 def cli_case(argv: list[str], named: list[str], monkeypatch) -> None:
     """One case: the command is accepted, or exits with status 2 and one line naming one of `named`."""
     CASES["cli"] += 1
-    monkeypatch.setattr(rlbook.replay, "run_or_load", accept)
+    monkeypatch.setattr(rlbook.obtain, "run_or_load", accept)
     out, err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
     with monkeypatch.context() as m:
         m.setattr("sys.stdout", out)

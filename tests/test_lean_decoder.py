@@ -12,7 +12,7 @@ from rlbook.config import RunConfig
 from rlbook.lean_decoder import MERGED_TOLERANCE, LeanDecoder
 from rlbook.losspath import PREFIX_SHARING_TOLERANCE, token_logprobs
 from rlbook.models import add_lora, build_model
-from rlbook.replay import run_or_load
+from rlbook.obtain import run_or_load
 from rlbook.decoding import positions
 from rlbook.rollout import rollout, sample
 from rlbook.runs import RunStore

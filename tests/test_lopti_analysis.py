@@ -151,7 +151,7 @@ def test_figures_and_replay_on_stored_runs(tmp_path):
     people = [{"by_people": {2: 0.5, 3: 0.1 * k}, "overall": 0.3} for k in range(len(runs))]
     assert len(lopti_figures.curves_figure(runs).axes) == 2
     assert lopti_figures.people_figure(runs, people, base={2: 0.4, 3: 0.2}).legends
-    replay = lopti_figures.lopti_replay(runs)
+    replay = lopti_figures.variant_explorer(runs)
     alphas, etas = {r.config.ar_alpha for r in runs}, {r.config.lopti_eta for r in runs}
     assert len(replay.views) == len(alphas) * len(etas) * 3  # every (alpha, eta, metric), stored or not
     missing = replay.views["0.3|-0.5|eval_greedy_acc"]  # no stored run: GRPO alone, and the title says so

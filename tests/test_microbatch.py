@@ -202,7 +202,7 @@ def test_rollouts_sampled_in_turn_join_into_one_batch(setup):
 
 
 def test_a_run_with_rollout_and_micro_batches(tmp_path):
-    from rlbook.replay import run_or_load
+    from rlbook.obtain import run_or_load
     from rlbook.runs import RunStore
 
     config = RunConfig(experiment="t", preset="nano-tiny", init="scratch", prompts_per_step=4, group_size=4,

@@ -19,7 +19,7 @@ import torch
 
 import rlbook.trainer
 from rlbook.experiments import BASE, grpo_from_scratch
-from rlbook.replay import run_or_load
+from rlbook.obtain import run_or_load
 from rlbook.runs import RunStore
 
 TINY = dict(preset="qwen3-1.7b-random", init="scratch", prompts_per_step=2, group_size=4, updates_per_step=2,

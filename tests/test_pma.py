@@ -8,7 +8,7 @@ import pytest
 from rlbook.chapters import pma, pma_figures, pma_surface, pma_training
 from rlbook.chapters.pma_figures import merge_figure
 from rlbook.merging import load_checkpoint, merge_state_dicts
-from rlbook.runs import RunStore
+from rlbook.runs import RunStore, write_json
 
 TINY = dict(preset="nano-tiny", max_steps=12, warmup_steps=2, decay_steps=4, checkpoint_every=2, batch_size=8,
             eval_size=8, heldout_size=16, ns=(2, 3), focus_n=2, grid=3, continue_steps=3, continue_warmup=1,
@@ -30,7 +30,7 @@ def test_checkpoints_at_expected_steps(traj):
 def test_merges_are_cached_and_not_recomputed(traj, monkeypatch):
     first = pma.merge_grid(traj, progress=False)
     assert set(first) == {pma.merge_name(m, n, 8, 0.2) for m in ("sma", "ema", "wma") for n in (2, 3)}
-    stored = json.loads((traj.results / "merges.json").read_text())
+    stored = json.loads((traj.results.path / "merges.json").read_text())
     assert "environment" in stored and stored["sma-N3-end8"]["loss"] == first["sma-N3-end8"]["loss"]
 
     def fail(*args, **kwargs):
@@ -110,16 +110,21 @@ def test_summary_and_merge_figure(traj):
     assert summary["merges"] == 6 and summary["curve_points"] == 3 and summary["repeats"] == 2
     assert 0 <= summary["merges_beating_last"] <= 6 and 0 <= summary["init_merge_wins"] <= 2
     fig = merge_figure(traj, checkpoints, "ema", 3, 0.5, 8)
-    assert len(fig.axes) == 2 and "ema-N3-end8-a0.5" in json.loads((traj.results / "merges.json").read_text())
+    assert len(fig.axes) == 2 and "ema-N3-end8-a0.5" in json.loads((traj.results.path / "merges.json").read_text())
     figures = [pma_figures.trajectory_figure(traj, checkpoints), pma_figures.merge_grid_figure(traj, checkpoints, grid),
                pma_figures.merge_curve_figure(traj, checkpoints, curve), pma_figures.pma_init_figure(traj, inits),
                pma_figures.spike_figure(traj, checkpoints, spikes),
                pma_figures.loss_surface_figure(pma_surface.loss_surface(traj, progress=False))]
     assert [len(f.axes) for f in figures] == [3, 2, 2, 2, 3, 2]  # (spike: a twin axis; surface: a colour bar)
     assert all(f.legends for f in figures[:4])  # one legend under the panels
-    replay = pma_figures.merge_replay(traj, checkpoints, grid)
-    assert set(replay.views) == {f"{m}|{n}" for m in ("sma", "ema", "wma") for n in (2, 3)}
-    assert len({json.dumps(v) for v in replay.views.values()}) == 6 and "NaN" not in replay._repr_html_()
+    explorer = pma_figures.merge_explorer(traj, checkpoints, grid)
+    assert set(explorer.views) == {f"{m}|{n}" for m in ("sma", "ema", "wma") for n in (2, 3)}  # the stored grid
+    assert len({json.dumps(v) for v in explorer.views.values()}) == 6 and "NaN" not in explorer._repr_html_()
+    new = explorer.view(method="ema", n=2, alpha=0.3, end=6)  # a widget's new choice: merged, evaluated, stored
+    assert "ema-N2-end6-a0.3" in json.loads((traj.results.path / "merges.json").read_text())
+    assert new["data"][-1]["y"] == [pma.run_merges(traj, [("ema", 2, 6)], 0.3, progress=False)["ema-N2-end6-a0.3"]
+                                    ["loss"]]
+    assert explorer.view(method="sma", n=3, alpha=0.2, end=4) is None  # fewer than 3 stable checkpoints end at 4
 
 
 def test_reference_is_stored_without_weights_and_read_back(traj, tmp_path):
@@ -131,7 +136,7 @@ def test_reference_is_stored_without_weights_and_read_back(traj, tmp_path):
     results = pma.reference_results(traj, progress=False)
     folder = pma.store_reference(traj, tmp_path)
     assert folder.parent == tmp_path / "05_merging" and folder.name.startswith("seed0-")
-    assert "pma_config.json" in {p.name for p in folder.iterdir()}
+    assert "result.json" in {p.name for p in folder.iterdir()}
     assert all(p.suffix == ".json" and p.is_file() for p in folder.rglob("*"))  # never weights
     (ref,) = pma.load_references(tmp_path)
     assert ref.current and ref.config == traj.config and ref.end == traj.stable[-1] == 8
@@ -143,11 +148,14 @@ def test_reference_is_stored_without_weights_and_read_back(traj, tmp_path):
     assert len(pma_figures.reference_figure([ref]).axes) == 3
 
 
-def test_superseded_and_incomplete_references(traj, tmp_path):
+def test_superseded_and_incomplete_references(traj, tmp_path, monkeypatch):
     pma.reference_results(traj, progress=False)
     folder = pma.store_reference(traj, tmp_path)
-    stored = json.loads((folder / "pma_config.json").read_text())
-    pma.write_json(folder / "pma_config.json", {**stored, "results": "made-by-older-code"})
+    monkeypatch.setattr(pma, "RESULTS_VERSION", pma.RESULTS_VERSION + 1)  # results computed by other code
+    assert pma.load_references(tmp_path) == [] and not pma.load_references(tmp_path, current_only=False)[0].current
+    monkeypatch.undo()
+    stored = json.loads((folder / "result.json").read_text())
+    write_json(folder / "result.json", {**stored, "results": "made-by-older-code"})
     assert pma.load_references(tmp_path) == [] and len(pma.load_references(tmp_path, current_only=False)) == 1
     (folder / "merges.json").unlink()
     with pytest.raises(pma.CorruptRunError, match="lacks \\['merges.json'\\]"):

@@ -2,10 +2,10 @@
 labelled with their seeds and the code that made them, and never trained; and the profiles' names and defaults."""
 import pytest
 
-import rlbook.replay
+import rlbook.obtain
 from rlbook import profiles
 from rlbook.config import RunConfig
-from rlbook.replay import obtain, plan
+from rlbook.obtain import obtain, plan
 from rlbook.runs import RunStore, lookup, write_json
 from rlbook.runset import RunSet, provenance, seed_list
 from rlbook.versions import TRAINING_VERSION
@@ -53,9 +53,9 @@ def test_obtain_in_the_reference_profile_never_trains(tmp_path, monkeypatch):
     a, b, c = configs(0, 1, 2)
     stored(tmp_path, a)
     stored(tmp_path, b, older=True)
-    monkeypatch.setattr(rlbook.replay, "reference_root", lambda: tmp_path)
+    monkeypatch.setattr(rlbook.obtain, "reference_root", lambda: tmp_path)
     monkeypatch.setattr("rlbook.runs.reference_root", lambda: tmp_path)
-    monkeypatch.setattr(rlbook.replay, "run_or_load", lambda *a, **k: pytest.fail("the reference profile trained"))
+    monkeypatch.setattr(rlbook.obtain, "run_or_load", lambda *a, **k: pytest.fail("the reference profile trained"))
     runs = obtain([a, b, c], trains=False)
     assert isinstance(runs, RunSet) and len(runs) == 2 and runs.missing == [c]
     label = runs.label()
@@ -78,7 +78,7 @@ def test_provenance_says_when_every_run_is_this_codes():
 def test_plan_counts_stored_runs_and_times_the_rest(tmp_path, monkeypatch):
     a, b = configs(0, 1)
     stored(tmp_path / "refs", a, wall=8.0)
-    monkeypatch.setattr(rlbook.replay, "reference_root", lambda: tmp_path / "refs")
+    monkeypatch.setattr(rlbook.obtain, "reference_root", lambda: tmp_path / "refs")
     text = plan([a, b], RunStore(tmp_path / "mine"))
     assert text.startswith("2 runs of 4 updates: 1 stored by this code (replayed), 1 to train")
     assert "about 0 minutes" in text  # 4 updates at 2 s each, measured on the stored run

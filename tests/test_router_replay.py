@@ -165,7 +165,7 @@ def test_new_fields_keep_identities_and_refuse_bad_values():
 
 
 def test_trainer_rows_carry_the_mismatch_and_replay_lowers_it(tmp_path):
-    from rlbook.replay import run_or_load
+    from rlbook.obtain import run_or_load
     from rlbook.runs import RunStore
 
     rows = {}

@@ -66,7 +66,7 @@ def test_explorer_has_a_view_per_source_and_metric(runs):
     traces = replay.views["mine|eval_greedy_acc"]["data"]
     assert [t["name"] for t in traces] == ["grpo (2 seeds)", "grpo+r3 (2 seeds)"]
     assert traces[1]["y"] == [0.3, 0.4, 0.6] and replay.views["mine|kl_k3"]["layout"]["yaxis"]["type"] == "log"
-    assert "rlbook-replay" in replay._repr_html_()
+    assert "rlbook-explorer" in replay._repr_html_()
 
 
 def test_mismatch_and_token_routes_on_a_model():
@@ -89,12 +89,11 @@ def test_mismatch_and_token_routes_on_a_model():
     assert clean["routing_mismatch"] == 0 and clean["kl_k3"] == pytest.approx(0, abs=1e-9)
 
 
-def test_widget_lists_the_variants_and_redraws_one_metric(runs):
-    from rlbook.chapters import widgets
-
-    variants, metric, window = widgets.router_explorer(runs).children[1].children
-    assert list(variants.options) == ["grpo", "grpo+r3"] and metric.value == "kl_k3"
-    variants.value = ("grpo+r3",)
+def test_the_explorer_is_also_a_widget_over_the_same_view(runs):
+    explorer = ch6.explorer({"mine": runs}, metrics=("eval_greedy_acc", "kl_k3"))
+    source, metric = explorer.widget().children[1].children
+    assert list(source.options) == [("mine", "mine")] and metric.value == "eval_greedy_acc"
+    metric.value = "kl_k3"  # redraws the view the page stores for that choice
     fig = ch6.training_curves([r for r in runs if ch6.variant(r) == "grpo+r3"], ("f2",), 1)
     assert len(fig.axes) == 1 and fig.axes[0].get_title() == "Extreme tokens F(2)"
     plt.close(fig)

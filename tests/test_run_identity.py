@@ -4,7 +4,7 @@ import pytest
 import rlbook.config
 import rlbook.trainer
 from rlbook.config import RunConfig
-from rlbook.replay import run_or_load
+from rlbook.obtain import run_or_load
 from rlbook.runs import RunStore, SupersededRunWarning
 from rlbook.versions import TRAINING_VERSION
 

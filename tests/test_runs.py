@@ -5,12 +5,12 @@ import os
 import pytest
 import torch
 
-import rlbook.replay
+import rlbook.obtain
 import rlbook.storage
 import rlbook.trainer
 from rlbook.config import RunConfig
-from rlbook.replay import run_or_load
-from rlbook.runs import Run, RunStore
+from rlbook.obtain import run_or_load
+from rlbook.runs import CorruptRunError, Run, RunStore
 from rlbook.storage import read_rows, write_atomic, write_json
 
 TINY = dict(experiment="t", preset="nano-tiny", init="scratch", prompts_per_step=4, group_size=4, total_updates=4,
@@ -198,7 +198,7 @@ def test_failed_run_leaves_other_runs_untouched(tmp_path, monkeypatch):
 
 def test_reference_run_is_replayed(tmp_path, monkeypatch):
     reference_root, local_root = tmp_path / "reference", tmp_path / "local"
-    monkeypatch.setattr(rlbook.replay, "reference_root", lambda: reference_root)
+    monkeypatch.setattr(rlbook.obtain, "reference_root", lambda: reference_root)
     config = tiny()
     reference = fake_run(RunStore(reference_root), config.replace(name="shipped"), rows=4, complete=True)
 
@@ -220,7 +220,7 @@ def test_reference_run_is_replayed(tmp_path, monkeypatch):
 
 def test_local_finished_run_takes_precedence_over_reference(tmp_path, monkeypatch):
     reference_root = tmp_path / "reference"
-    monkeypatch.setattr(rlbook.replay, "reference_root", lambda: reference_root)
+    monkeypatch.setattr(rlbook.obtain, "reference_root", lambda: reference_root)
     config = tiny()
     fake_run(RunStore(reference_root), config, rows=4, complete=True)
     local = fake_run(RunStore(tmp_path / "local"), config, rows=3, complete=True)
@@ -254,3 +254,19 @@ def test_run_interrupted_during_create_still_records_its_environment(tmp_path, m
     assert run.path == found.path
     assert run.complete and [r["update"] for r in run.metrics] == [0, 1, 2]
     assert {"device", "git_commit", "torch"} <= run.meta.keys()
+
+
+def test_a_result_set_computes_each_result_once_and_is_listed_when_its_record_is_written(tmp_path):
+    store, calls = RunStore(tmp_path), []
+    results = store.result_set("merges", "trajectory-v1")
+    compute = lambda x: calls.append(x) or {"double": 2 * x}
+    assert results.cached("grid.json", {"a": {"x": 1}, "b": {"x": 2}}, compute, progress=False) == {
+        "a": {"double": 2}, "b": {"double": 4}}
+    assert results.cached("grid.json", {"a": {"x": 1}}, compute, progress=False) == {"a": {"double": 2}}
+    assert results.cached_one("one.json", {"x": 3}, compute) == {"double": 6} and calls == [1, 2, 3]
+    assert store.result_sets("merges") == [] and store.runs() == []  # no record yet; never read as a run
+    with pytest.raises(CorruptRunError, match="no result.json"):
+        results.record
+    copy = results.copy_to(RunStore(tmp_path / "refs").result_set("merges", "seed0"), {"made_by": "this test"})
+    assert RunStore(tmp_path / "refs").result_sets("merges") == [copy] and copy.record == {"made_by": "this test"}
+    assert sorted(p.name for p in copy.path.iterdir()) == ["grid.json", "one.json", "result.json"]

@@ -91,15 +91,12 @@ def test_verdicts_read_the_cells(runs):
                                              "grpo: online beats offline (never synced)"]
 
 
-def test_widget_redraws_the_chosen_sync_intervals(runs):
-    from rlbook.chapters import widgets
-
-    box = widgets.sync_explorer(runs)
-    syncs, metric, window = box.children[1].children
-    assert [label for label, _ in syncs.options] == ["online", "sync every 4", "offline"]
-    syncs.value = (0,)  # offline only: the GRPO panel disappears, DPO keeps its one line
-    metric.value = "loss"
-    assert metric.value == "loss" and window.value == 10
+def test_the_explorer_is_also_a_widget_over_the_same_view(runs):
+    explorer = ch7.explorer({"mine": runs})
+    source, objective, metric = explorer.widget().children[1].children
+    assert [value for _, value in objective.options] == ["grpo", "dpo"]
+    objective.value, metric.value = "dpo", "loss"
+    assert metric.value == "loss"
     fig = ch7.accuracy_curves([r for r in runs if r.config.sync_every == 0], "loss", 1)
     assert [ax.get_title() for ax in fig.axes] == ["DPO: training loss"]
     plt.close(fig)

@@ -136,9 +136,9 @@ def test_interactive_figures_change_when_a_control_moves(site, browser):
     replays = 0
     for notebook in NOTEBOOKS:
         page = Visit(browser, site / f"{notebook.stem}.html").page
-        for i in range(len(page.query_selector_all(".rlbook-replay"))):
-            root = page.query_selector_all(".rlbook-replay")[i]
-            plot = root.query_selector(".replay-plot")
+        for i in range(len(page.query_selector_all(".rlbook-explorer"))):
+            root = page.query_selector_all(".rlbook-explorer")[i]
+            plot = root.query_selector(".explorer-plot")
             before = plot.evaluate("p => JSON.stringify(p.data)")
             assert before and before != "[]", f"{notebook.stem}: replay {i} draws nothing"
             for control in root.query_selector_all("[data-control]"):

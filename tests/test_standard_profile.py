@@ -11,7 +11,7 @@ import math
 import pytest
 
 from rlbook.experiments import BASE, grpo_from_scratch
-from rlbook.replay import run_or_load
+from rlbook.obtain import run_or_load
 from rlbook.runs import RunStore, read_json
 
 SHRUNK = dict(prompts_per_step=2, total_updates=2, eval_size=4, eval_samples=1)

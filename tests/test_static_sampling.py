@@ -10,7 +10,7 @@ import torch
 import rlbook.trainer
 from rlbook.config import RunConfig
 from rlbook.lean_decoder import MERGED_TOLERANCE, LeanDecoder
-from rlbook.replay import run_or_load
+from rlbook.obtain import run_or_load
 from rlbook.rollout import sample
 from rlbook.runs import RunStore
 from rlbook.static_sampling import static_sample

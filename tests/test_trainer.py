@@ -18,7 +18,7 @@ import rlbook.trainer
 from rlbook.evaluate import sampled_eval_seed
 from rlbook.config import RunConfig
 from rlbook.objectives import OBJECTIVES, needs_proximal
-from rlbook.replay import run_or_load
+from rlbook.obtain import run_or_load
 from rlbook.runs import Run, RunStore
 from rlbook.tasks import make_task
 from rlbook.trainer import TIMING_KEYS as TIMING

@@ -7,6 +7,7 @@ import pytest
 from rlbook import cli, trl_backend
 from rlbook.config import RunConfig
 from rlbook.runs import RunStore
+from rlbook.versions import TRAINING_VERSION
 
 pytest.importorskip("trl")  # the dev extra installs it; a bare `pip install rlbook` has no TRL
 
@@ -84,6 +85,7 @@ def test_two_updates_of_nano_tiny_through_trl(tmp_path, monkeypatch, one_thread)
     assert run.config == config and run.complete
     meta = run.meta
     assert (meta["backend"], meta["trl"], meta["updates"]) == ("trl", trl_backend.TRL_VERSION, 2)
+    assert meta["training_version"] == TRAINING_VERSION  # the run's directory hash is this version's
     assert any(line.startswith("advantages") for line in meta["differences"])
     rows = run.metrics
     assert [r["update"] for r in rows] == [0, 1, 2]

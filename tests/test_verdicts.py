@@ -6,6 +6,7 @@ import pytest
 from rlbook import stats
 from rlbook.chapters import verdicts
 from rlbook.config import RunConfig
+from rlbook.experiments import ARITHMETIC_AR_ALPHA
 from rlbook.runs import Run, write_json
 
 
@@ -83,6 +84,17 @@ def test_lopti_signatures(tmp_path):
     assert [s.verdict for s in table[:2]] == [stats.REPRODUCED, stats.REPRODUCED]
     assert [s.verdict for s in table[2:]] == ["no runs"] * 3
     assert verdicts.markdown(table).count("\n") == len(table) + 1
+
+
+def test_lopti_signatures_on_arithmetic_name_math_variants_by_the_math_alpha(tmp_path):
+    runs = seeds(tmp_path, "grpo", [0.5, 0.52, 0.48], task="arithmetic")
+    runs += seeds(tmp_path, "ar", [0.5, 0.51, 0.49], task="arithmetic", ar_alpha=ARITHMETIC_AR_ALPHA)
+    table = verdicts.lopti_signatures(runs)
+    assert table[0].claim == "GRPO learns arithmetic"
+    assert table[1].claim == "ar beats GRPO" and "math" in table[1].paper and table[1].verdict != "no runs"
+    assert verdicts.lopti_signatures([], task="arithmetic")[0].claim == "GRPO learns arithmetic"
+    with pytest.raises(ValueError, match="one task"):
+        verdicts.lopti_signatures(runs + seeds(tmp_path, "kk", [0.5] * 3, task="knights_knaves"))
 
 
 def test_a_noisy_plateau_is_neither_prosperity_nor_collapse(tmp_path):
@@ -242,3 +254,25 @@ def test_fidelity_reads_chapter_5s_stored_trajectories():
     rows = signatures(references)
     assert len(rows) == 4 and all(r.verdict in (stats.REPRODUCED, stats.NOT_REPRODUCED, stats.WITHIN_NOISE)
                                   for r in rows)
+
+
+def test_the_papers_numbers_are_written_once_with_their_source():
+    """Every number a paper reports lives in rlbook.chapters.papers, with its paper (title, arXiv id) and where in the
+    paper it comes from; no other chapter module writes one."""
+    import re
+    from pathlib import Path
+
+    from rlbook.chapters import papers
+
+    reported = [v for v in vars(papers).values() if isinstance(v, papers.Reported)]
+    assert len(reported) >= 15
+    for r in reported:
+        assert r.text and r.where and r.paper.title
+        assert r.paper.arxiv is None or re.fullmatch(r"\d{4}\.\d{5}", r.paper.arxiv)
+        for v in (v for v in r.values.values() if isinstance(v, float)):  # each value is the number the text quotes
+            forms = {f"{v:g}", f"{100 * v:.1f}%", f"{100 * v:.2f}%", f"{v:.1e}".replace("e-0", "e-")}
+            assert any(form in r.text for form in forms), (r, v)
+    numbers = ("36.6", "30.4", "33.0", "0.66%", "0.07%", "1.5e-3", "7.5e-4", "0.53", "0.54", "0.57", "15.2%")
+    chapters = Path(papers.__file__).parent
+    writers = {p.name for p in chapters.glob("*.py") for n in numbers if n in p.read_text()}
+    assert writers == {"papers.py"}

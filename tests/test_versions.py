@@ -15,7 +15,7 @@ import torch
 import rlbook.trainer
 from rlbook.config import RunConfig
 from rlbook.pretrain import WarmStartConfig, warm_start
-from rlbook.replay import run_or_load
+from rlbook.obtain import run_or_load
 from rlbook.runs import RunStore
 from rlbook.tasks import make_task
 from rlbook.versions import TRAINING_VERSION, WARM_START_VERSION

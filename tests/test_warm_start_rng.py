@@ -4,7 +4,7 @@ import pytest
 import rlbook.trainer
 from rlbook.config import RunConfig
 from rlbook.pretrain import WarmStartConfig, warm_start
-from rlbook.replay import run_or_load
+from rlbook.obtain import run_or_load
 from rlbook.runs import RunStore
 from rlbook.tasks import make_task
 from rlbook.trainer import TIMING_KEYS as TIMING

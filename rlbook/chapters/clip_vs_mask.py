@@ -1,14 +1,52 @@
-"""Chapter 3 figures: which tokens clipping and masking remove, and M2PO's threshold tau (arXiv 2510.01161,
+"""Chapter 3's figures: which tokens clipping and masking remove, and M2PO's threshold tau.
+
+Chapter 3 figures: which tokens clipping and masking remove, and M2PO's threshold tau (arXiv 2510.01161,
 Figs. 4, 7b, 8 and 9)."""
 from __future__ import annotations
+
+import math
 
 import matplotlib.pyplot as plt
 import numpy as np
 
 from .. import stats
-from .m2po import (CLIP_DEVIATION, COLORS, band, errorbars, finish, group_runs, mean_of, pooled_ratio_bins, removal_key,
-                   removed_entropy, run_label, setting, tau_of)
+from .run_groups import COLORS, band, errorbars, finish, group_runs, mean_of, run_label, setting, tau_of
 from .style import axis_label, title
+
+CLIP_DEVIATION = 0.2  # GRPO's eps: a token is clipped beyond |r - 1| = 0.2 (in the rewarded direction)
+
+
+def removal_key(objective: str) -> str:
+    """The metric of the tokens an objective takes out of the gradient: masked (m2po) or clipped (the others)."""
+    return "mask_frac" if objective == "m2po" else "clip_frac"
+
+
+def removed_entropy(run) -> tuple[float, float, float]:
+    """(all, removed, kept) token entropy over the run; removed = clipped or masked. Each update's mean is weighted
+    by its share of tokens (exact when the updates have equal token counts)."""
+    sums, weights = np.zeros(3), np.zeros(3)
+    for row in run.metrics[1:]:
+        clip, mask = row.get("clip_frac") or 0.0, row.get("mask_frac") or 0.0
+        parts = ((0, "entropy", 1.0), (1, "entropy_clipped", clip), (1, "entropy_masked", mask),
+                 (2, "entropy_kept", 1.0 - clip - mask))
+        for slot, key, weight in parts:
+            if row.get(key) is not None and weight > 0:
+                sums[slot], weights[slot] = sums[slot] + row[key] * weight, weights[slot] + weight
+    return tuple(float(s / w) if w else math.nan for s, w in zip(sums, weights))
+
+
+def pooled_ratio_bins(runs, first_update: int = 1, last_update: int | None = None):
+    """(bin names, token counts, mean entropy, edges) of the |r - 1| bins, pooled over runs and an update window."""
+    rows = [r["ratio_bins"] for run in (runs if isinstance(runs, (list, tuple)) else [runs]) for r in run.metrics
+            if "ratio_bins" in r
+            and first_update <= r["update"] <= (last_update or math.inf)]
+    if not rows:
+        raise ValueError(f"no ratio_bins rows between updates {first_update} and {last_update}")
+    edges = rows[0]["edges"]
+    counts = np.array([b["count"] for b in rows], dtype=float).sum(0)
+    sums = np.array([[(e or 0.0) * c for e, c in zip(b["entropy"], b["count"])] for b in rows]).sum(0)
+    names = [f"{lo:g}-{hi:g}" if hi is not None else f">{lo:g}" for lo, hi in zip(edges, edges[1:])]
+    return names, counts, np.where(counts > 0, sums / np.maximum(counts, 1), np.nan), edges
 
 
 def removed_fraction(runs, window: int = 10):
@@ -52,7 +90,7 @@ def entropy_by_deviation(runs, first_update: int = 1, last_update: int | None = 
 
 def run_detail(run, first_update: int = 1, last_update: int | None = None, window: int = 10):
     """One run: entropy and share of tokens per |r - 1| bin over an update window, and the clipped or masked share
-    over updates with the window shaded (what `widgets.run_explorer` draws)."""
+    over updates with the window shaded (the static figure beside `token_explorer`)."""
     fig, axes = plt.subplots(1, 3, figsize=(17, 5))
     edges = _draw_bins(axes[0], axes[1], [run], first_update, last_update, run_label(run))
     _decorate_bins(axes[0], axes[1], edges, first_update, last_update)
@@ -123,9 +161,9 @@ def _windows(last: int, parts: int = 4) -> list[str]:
     return ["all updates"] + [f"updates {a}-{b - 1}" for a, b in zip(edges, edges[1:]) if b > a]
 
 
-def token_replay(runs):
-    """In-page explorer: pick a run and an update window; entropy and share of tokens per |r - 1| bin."""
-    from .replay import Control, build, line
+def token_explorer(runs):
+    """Explorer: pick a run and an update window; entropy and share of tokens per |r - 1| bin."""
+    from .explorer import Control, Explorer, line
 
     labels = {run_label(r): r for r in runs}
     last = max(len(r.metrics) - 1 for r in runs)
@@ -150,16 +188,16 @@ def token_replay(runs):
                                       for x, y in (("x", "y"), ("x2", "y2"))]}}
 
     controls = [Control("run", "run", list(labels)), Control("window", "updates", _windows(last), kind="slider")]
-    return build("Which tokens move: entropy and share of tokens by |r - 1| (stored runs, replayed in the page)",
-                 "Pick a run and slide over its updates. Top: mean entropy of the tokens in each |r - 1| bin; bottom: "
-                 "their share (log scale). Dashed: the clip at |r - 1| = 0.2. Look at how the high-entropy tokens sit "
-                 "right of the dashed line.", controls, view, {"height": 560})
+    return Explorer("Which tokens move: entropy and share of tokens by |r - 1| (stored runs)",
+                    "Pick a run and slide over its updates. Top: mean entropy of the tokens in each |r - 1| bin; "
+                    "bottom: their share (log scale). Dashed: the clip at |r - 1| = 0.2. Look at how the high-entropy "
+                    "tokens sit right of the dashed line.", controls, view, {"height": 560})
 
 
-def tau_replay(runs, references=(), metric_options=("eval_greedy_acc", "eval_sampled_acc", "mask_frac")):
-    """In-page explorer: slide over M2PO's tau; its learning curve (mean over seeds) beside the reference runs."""
-    from .m2po import aggregate
-    from .replay import Control, build, line
+def tau_explorer(runs, references=(), metric_options=("eval_greedy_acc", "eval_sampled_acc", "mask_frac")):
+    """Explorer: slide over M2PO's tau; its learning curve (mean over seeds) beside the reference runs."""
+    from .run_groups import aggregate
+    from .explorer import Control, Explorer, line
 
     groups = group_runs(runs, key=tau_of)
 
@@ -178,6 +216,6 @@ def tau_replay(runs, references=(), metric_options=("eval_greedy_acc", "eval_sam
     controls = [Control("tau", "tau", [f"{t:g}" for t in groups], kind="slider", value="0.04"),
                 Control("metric", "metric", list(metric_options),
                 labels={m: title(m) for m in metric_options})]
-    return build("M2PO's threshold tau (stored runs, replayed in the page)",
-                 "Slide over tau: M2PO's curve (green) against GRPO (dotted). Look for the range of tau where the "
-                 "curve stays with on-policy GRPO, and at how many tokens the mask removes.", controls, view)
+    return Explorer("M2PO's threshold tau (stored runs)",
+                    "Slide over tau: M2PO's curve (green) against GRPO (dotted). Look for the range of tau where the "
+                    "curve stays with on-policy GRPO, and at how many tokens the mask removes.", controls, view)

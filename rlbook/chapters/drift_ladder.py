@@ -1,7 +1,7 @@
-"""Chapters 2-3, the drift ladder: how much of staleness's cost M2PO recovers, and how GRPO's clip compares with M2PO's
-mask, as the drift per update falls toward the papers' regime (M2PO, arXiv 2510.01161, Table 1 and Fig. 5).
+"""The drift ladder of chapters 2-3: M2PO's recovered share and the clip / mask fractions against the drift per update.
 
-A rung is one learning rate. Its runs: on-policy GRPO, and GRPO, M2PO and no trust region at the rung's largest
+How much of staleness's cost M2PO recovers, and how GRPO's clip compares with M2PO's mask, as the drift per update
+falls toward the papers' regime (M2PO, arXiv 2510.01161, Table 1 and Fig. 5). A rung is one learning rate. Its runs: on-policy GRPO, and GRPO, M2PO and no trust region at the rung's largest
 staleness (rlbook.experiments.drift_ladder_sweep). The drift of a rung is measured, not assumed: the M2 (mean squared
 log-ratio) between consecutive policies, read off on-policy GRPO's updates that train on a batch sampled one update
 earlier (policy_lag 1).
@@ -16,11 +16,16 @@ from dataclasses import dataclass
 import matplotlib.pyplot as plt
 
 from .. import stats
+from .papers import M2PO_REMOVED_TOKENS, M2PO_SCORES
+from .run_groups import select
 from .style import legend_below
-from .verdicts import Signature, cell, clip_share, per_seed, token_share
+from .verdicts import Signature, clip_share, per_seed, token_share
 
-PAPER_SHARE = (36.6 - 30.4) / (33.0 - 30.4)  # M2PO Table 1, Qwen3-Base-1.7B: M2PO s=256, GRPO s=256, GRPO s=0
-PAPER_FRACTIONS = {"GRPO clips, s = 256": 0.0066, "GRPO clips, on-policy": 0.0007, "M2PO masks, s = 256": 0.0002}
+_SCORE = M2PO_SCORES.values
+PAPER_SHARE = (_SCORE["m2po_s256"] - _SCORE["grpo_s256"]) / (_SCORE["grpo_s0"] - _SCORE["grpo_s256"])
+PAPER_FRACTIONS = {"GRPO clips, s = 256": M2PO_REMOVED_TOKENS.values["grpo_s256"],
+                   "GRPO clips, on-policy": M2PO_REMOVED_TOKENS.values["grpo_s0"],
+                   "M2PO masks, s = 256": M2PO_REMOVED_TOKENS.values["m2po_s256"]}
 BOOTSTRAP = 2000  # resamples of each cell's seeds for the share's and the slope's standard errors
 
 
@@ -61,8 +66,8 @@ def rungs(runs) -> list[Rung]:
     for lr in sorted({r.config.lr for r in runs}, reverse=True):
         at = [r for r in runs if r.config.lr == lr]
         staleness = max(r.config.staleness for r in at)
-        out.append(Rung(lr, staleness, cell(at, "grpo", 0), cell(at, "grpo", staleness), cell(at, "m2po", staleness),
-                        cell(at, "no_clip", staleness)))
+        out.append(Rung(lr, staleness, select(at, "grpo", 0), select(at, "grpo", staleness),
+                        select(at, "m2po", staleness), select(at, "no_clip", staleness)))
     return out
 
 
@@ -122,7 +127,7 @@ def signatures(ladder: list[Rung]) -> list[Signature]:
     from .verdicts import MATCH_BOUND
 
     out = []
-    paper = "Qwen3-Base-1.7B, s=256: GRPO 33.0 on-policy, 30.4 stale; M2PO 36.6"
+    paper = M2PO_SCORES.text
     for g in ladder:
         where = f"lr {g.lr:g}, s = {g.staleness}"
         if not g.complete:
@@ -149,13 +154,13 @@ def signatures(ladder: list[Rung]) -> list[Signature]:
                             stats.verdict(trend, -1))]
 
 
-CLIP_OVER_MASK = 5  # chapter 3's bar: GRPO clips at least 5 times what M2PO masks (the paper: 0.66% / 0.02%, 33x)
+CLIP_OVER_MASK = 5  # chapter 3's bar: GRPO clips at least 5 times what M2PO masks (the paper: 33x, papers.M2PO_REMOVED_TOKENS)
 
 
 def token_signatures(ladder: list[Rung]) -> list[Signature]:
     """Per rung (chapter 3): GRPO's clip at the staleness at least CLIP_OVER_MASK times M2PO's mask there, and
     M2PO's mask no more than on-policy GRPO's clip."""
-    paper = "Qwen3-Base-1.7B: GRPO clips 0.07% (s=0), 0.66% (s=256); M2PO masks 0.02% (s=256)"
+    paper = M2PO_REMOVED_TOKENS.text
     out = []
     for g in ladder:
         where = f"lr {g.lr:g}, s = {g.staleness}"

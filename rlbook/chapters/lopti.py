@@ -13,7 +13,8 @@ import torch
 from ..advantages import group_advantages
 from ..config import RunConfig
 from ..evaluate import accuracy, completion_budget, evaluation_problems
-from ..experiments import LOPTI_VARIANTS, lopti_run, lopti_sweep
+from ..experiments import (ARITHMETIC_AR_ALPHA, LOPTI_VARIANTS, lopti_arithmetic_run, lopti_arithmetic_sweep,
+                           lopti_run, lopti_sweep)
 from ..objectives import advantage_reweight, policy_loss
 from ..profiles import resolve_profile
 from ..rollout import rollout
@@ -24,21 +25,28 @@ from ..trainer import init_policy
 
 CACHE = "accuracy_by_people.json"
 ANALYSIS_SEED = 777_000  # puzzles of the per-token analysis: apart from training (>= 1e6) and evaluation streams
-# Qwen2.5-3B on K&K, average accuracy over 3-7 people (arXiv 2505.12929, Table 1)
-PAPER = {"grpo": 0.39, "ar": 0.53, "lopti": 0.54, "ar+lopti": 0.57, "lopti_reversed": None}
 
 
-def sweep_configs(profile: str = "auto", seeds=None, total_updates=None) -> list[RunConfig]:
-    """The chapter's sweep (`experiments.lopti_sweep`), optionally with other seeds or a shorter budget."""
+SWEEPS = {"knights_knaves": (lopti_sweep, lopti_run), "arithmetic": (lopti_arithmetic_sweep, lopti_arithmetic_run)}
+
+
+def sweep_configs(profile: str = "auto", seeds=None, total_updates=None, task: str = "knights_knaves") -> list[RunConfig]:
+    """The chapter's sweep on a task (`experiments.lopti_sweep` or `lopti_arithmetic_sweep`), optionally with other
+    seeds or a shorter budget."""
+    if task not in SWEEPS:
+        raise ValueError(f"unknown task {task!r} for chapter 4; choose one of: {', '.join(SWEEPS)}")
     profile = resolve_profile(profile)
-    configs = lopti_sweep(profile) if seeds is None else [lopti_run(profile, v, s) for v in LOPTI_VARIANTS
-                                                          for s in seeds]
+    make_sweep, make_run = SWEEPS[task]
+    configs = make_sweep(profile) if seeds is None else [make_run(profile, v, s) for v in LOPTI_VARIANTS for s in seeds]
     return [c if total_updates is None else c.replace(total_updates=total_updates) for c in configs]
 
 
 def variant_of(config: RunConfig) -> str:
-    """The LOPTI_VARIANTS name of a config's (ar_alpha, lopti_eta), else a description."""
+    """The LOPTI_VARIANTS name of a config's (ar_alpha, lopti_eta), else a description. On arithmetic AR's alpha is
+    the paper's value for math (`experiments.ARITHMETIC_AR_ALPHA`)."""
     names = {values: name for name, values in LOPTI_VARIANTS.items()}
+    if config.task == "arithmetic":
+        names = {(ARITHMETIC_AR_ALPHA if alpha else 0.0, eta): name for (alpha, eta), name in names.items()}
     return names.get((config.ar_alpha, config.lopti_eta), f"alpha={config.ar_alpha}, eta={config.lopti_eta}")
 
 

@@ -92,9 +92,9 @@ def explorer_figure(runs, alpha: float, eta: float, metric: str = "eval_greedy_a
     return fig
 
 
-def lopti_replay(runs, metrics=("eval_greedy_acc", "eval_sampled_acc", "reward", "low_prob_frac", "entropy")):
-    """In-page explorer: AR's alpha and Lopti's eta among the stored runs, next to plain GRPO (means over seeds)."""
-    from .replay import Control, build, line
+def variant_explorer(runs, metrics=("eval_greedy_acc", "eval_sampled_acc", "reward", "low_prob_frac", "entropy")):
+    """Explorer: AR's alpha and Lopti's eta among the stored runs, next to plain GRPO (means over seeds)."""
+    from .explorer import Control, Explorer, line
 
     alphas, etas = sorted({r.config.ar_alpha for r in runs}), sorted({r.config.lopti_eta for r in runs})
     metrics = [m for m in metrics if any(run.series(m)[0] for run in runs)]
@@ -116,7 +116,7 @@ def lopti_replay(runs, metrics=("eval_greedy_acc", "eval_sampled_acc", "reward",
     controls = [Control("alpha", "AR alpha", alphas, value=max(alphas)), Control("eta", "Lopti eta", etas,
                 value=max(etas)), Control("metric", "metric", metrics,
                 labels={m: title(m) for m in metrics})]
-    return build("Advantage Reweighting and Lopti (stored runs, replayed in the page)",
-                 "Pick AR's alpha and Lopti's eta: the variant's curve against plain GRPO (dotted). alpha = eta = 0 "
-                 "is GRPO itself; eta < 0 reverses Lopti's order (the paper's ablation). Look at whether any variant "
-                 "ends above GRPO by more than the spread between seeds.", controls, view)
+    return Explorer("Advantage Reweighting and Lopti (stored runs)",
+                    "Pick AR's alpha and Lopti's eta: the variant's curve against plain GRPO (dotted). alpha = eta = 0 "
+                    "is GRPO itself; eta < 0 reverses Lopti's order (the paper's ablation). Look at whether any "
+                    "variant ends above GRPO by more than the spread between seeds.", controls, view)

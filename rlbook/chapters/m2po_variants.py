@@ -1,4 +1,6 @@
-"""Chapter 3: the three M2PO rules in circulation, compared on the same stale batches and each trained on its own:
+"""Chapter 3: the three M2PO rules in circulation, compared on the same stale batches.
+
+Chapter 3: the three M2PO rules in circulation, compared on the same stale batches and each trained on its own:
 Algorithm 1 (m2po, arXiv 2510.01161), the authors' released code (m2po_cap) and AReaL's (m2po_areal)."""
 from __future__ import annotations
 

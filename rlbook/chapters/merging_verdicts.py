@@ -1,4 +1,6 @@
-"""Chapter 5's signatures (PMA, arXiv 2505.12082) from the reference trajectories: the paper reports / we observe /
+"""Chapter 5's verdicts: the paper reports / we observe / verdict, over the reference trajectories.
+
+Chapter 5's signatures (PMA, arXiv 2505.12082) from the reference trajectories: the paper reports / we observe /
 verdict, with the rule of rlbook.stats (two standard errors over trajectory seeds).
 
 Each trajectory seed (`pma.load_references`) is one sample of every quantity. The merge is fixed before looking: SMA
@@ -12,15 +14,14 @@ from __future__ import annotations
 from dataclasses import fields
 
 from .. import stats
+from . import papers, tables
 from .pma import merge_name
 from .verdicts import MATCH_BOUND, Signature
 
 # "Close to the annealed model": the merge closes at least this share of the held-out-loss gap between the last
 # checkpoint and the twin annealed at equal tokens (the share the notebook's summary calls "nearly").
 CLOSE_SHARE = 0.9
-SCALE = "dense and MoE models from millions to over 100B parameters, WSD schedule, N = 10 by default"
-BEATS_LAST = f"merging stable-phase checkpoints (SMA, EMA, WMA) clearly improves on the latest checkpoint ({SCALE})"
-NEARS_ANNEALED = f"merged stable-phase checkpoints match or beat the annealed model ({SCALE})"
+BEATS_LAST, NEARS_ANNEALED = papers.PMA_BEATS_LAST.text, papers.PMA_NEARS_ANNEALED.text
 CLAIMS = (("Merging the last N stable checkpoints lowers the held-out loss below the last checkpoint's", BEATS_LAST),
           ("The merge's greedy accuracy is at least that of the last checkpoint", BEATS_LAST),
           ("The merge comes close to the model annealed at equal tokens (closes >= "
@@ -104,8 +105,6 @@ def summary_table(references) -> str:
                    key=lambda k: (references[0].merges[k]["method"], references[0].merges[k]["n"]))
     rows.update({f"merge {name}": [r.merges[name] for r in references] for name in names
                  if references[0].merges[name]["end"] == end})
-    lines = ["| model | held-out loss | greedy accuracy |", "|---|---|---|"]
-    for label, values in rows.items():
-        loss, acc = (stats.estimate([v[k] for v in values]) for k in ("loss", "acc"))
-        lines.append(f"| {label} | {_g(loss)} | {acc} |")
-    return "\n".join(lines)
+    columns = {"held-out loss": tables.over_seeds(lambda v: v["loss"], _g), "greedy accuracy": tables.over_seeds(
+        lambda v: v["acc"])}
+    return tables.score_table(rows, columns, "model")

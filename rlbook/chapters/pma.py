@@ -3,17 +3,16 @@
 A warmup-stable-decay (WSD) SFT run keeps a checkpoint every V tokens; we merge the last N stable-phase checkpoints
 (`merging.merge_state_dicts`: SMA, EMA, WMA) and compare the merge with its last checkpoint and with annealed models,
 draw the loss surface around them (`pma_surface`), continue training from a merge (PMA-init), and recover from a
-loss spike by merging the checkpoints before it (`pma_training`). Every result is cached as JSON under
-`<runs>/pma/<trajectory>/`, keyed by its settings, so a rerun or a widget replays it without recomputing.
+loss spike by merging the checkpoints before it (`pma_training`). Every result is a RunStore result
+(`rlbook.runs.ResultSet`, `<runs>/pma/<trajectory>/`), keyed by its settings, so a rerun or a widget replays it
+without recomputing.
 
 Reference results: `store_reference` copies a trajectory's JSON results (never its weights) into
-`data/runs/05_merging/`, and `load_references` reads them back without any weights, for the chapter's verdict
-(`rlbook.chapters.merging_verdicts`) over trajectory seeds.
+`data/runs/05_merging/` as a result set, and `load_references` reads them back without any weights, for the
+chapter's verdict (`rlbook.chapters.merging_verdicts`) over trajectory seeds.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
@@ -24,15 +23,14 @@ from ..merging import METHODS, load_checkpoint, merge_state_dicts
 from ..models import load_pretrained, set_cpu_threads
 from ..pretrain import WarmStartConfig, sft_loss, trace_batch, warm_start
 from ..profiles import resolve_profile
-from ..progress import progress_bar
-from ..runs import CorruptRunError, RunStore, environment, read_json, read_rows, reference_root, write_json
+from ..runs import RESULT_RECORD, CorruptRunError, ResultSet, RunStore, read_json, read_rows, reference_root
 from ..tasks import make_task
+from ..versions import RESULTS_VERSION
 
 HELDOUT_SEED = 54321  # held-out traces: a stream no training step (seeds >= 1e6) or eval set (12345) uses
 CONTINUE_SEED = 10**9  # continued training draws fresh problems from seeds >= 1e9
-RESULTS_VERSION = 1  # part of the results folder's name: bump it when a change here changes stored results
+RESULTS_EXPERIMENT = "pma"  # the trajectories' result sets under <runs>
 REFERENCE_EXPERIMENT = "05_merging"  # the reference results' folder under data/runs
-REFERENCE_CONFIG = "pma_config.json"  # not config.json: RunStore.runs() reads every */*/config.json as a RunConfig
 REFERENCE_RESULTS = ("checkpoints.json", "merges.json")  # what the reference verdict needs
 
 
@@ -99,12 +97,8 @@ def chapter_config(profile: str = "auto", **overrides) -> PMAConfig:
 
 def results_name(config: PMAConfig) -> str:
     """The name of a trajectory's results folder: its warm start's key (settings, seed, code version), the held-out
-    size and RESULTS_VERSION."""
+    size and the code's RESULTS_VERSION."""
     return f"{config.warm_start_config().key()}-heldout{config.heldout_size}-v{RESULTS_VERSION}"
-
-
-def _key(values: dict) -> str:
-    return hashlib.sha256(json.dumps(values, sort_keys=True, default=str).encode()).hexdigest()[:10]
 
 
 class Trajectory:
@@ -122,7 +116,7 @@ class Trajectory:
         self.rows = read_rows(self.final.parent / "metrics.jsonl")
         self.checkpoints = {int(d.name[5:]): d for d in sorted((self.final.parent / "checkpoints").glob("step-*"))}
         self.stable = [s for s in self.checkpoints if s <= stable_end]  # PMA merges in the constant-LR phase
-        self.results = self.store.root / "pma" / results_name(config)
+        self.results = self.store.result_set(RESULTS_EXPERIMENT, results_name(config))
         self.task = make_task(ws.task, **ws.task_params)
         self.model, self.tokenizer = load_pretrained(str(self.final))
         self.eval_set = evaluation_problems(ws.task, ws.task_params, config.eval_size)
@@ -159,23 +153,12 @@ class Trajectory:
         return merge_state_dicts([self.checkpoints[s] for s in steps], method, alpha or self.config.alpha)
 
 
-def _cached(path: Path, keys: dict, compute, progress: bool = True, desc: str = "") -> dict:
-    """{name: result} for every name in `keys` (name -> settings), computing and storing only the missing ones."""
-    store = json.loads(path.read_text()) if path.exists() else {}
-    missing = [k for k in keys if k not in store]
-    for name in progress_bar(missing, progress and bool(missing), desc=desc):
-        store[name] = compute(**keys[name])
-        store["environment"] = environment()
-        write_json(path, store)  # after each result: an interrupted run keeps what it finished
-    return {k: store[k] for k in keys}
-
-
 def evaluate_checkpoints(traj: Trajectory, progress: bool = True) -> dict:
     """{step: {loss, acc}} of every checkpoint, 'annealed' (the final model), 'annealed_equal' (the twin run)."""
     keys = {str(s): {"path": str(p)} for s, p in traj.checkpoints.items()}
     keys.update(annealed={"path": str(traj.final)}, annealed_equal={"path": str(traj.annealed_equal)})
-    return _cached(traj.results / "checkpoints.json", keys, lambda path: traj.evaluate(load_checkpoint(path)),
-                   progress, "evaluate checkpoints")
+    return traj.results.cached("checkpoints.json", keys, lambda path: traj.evaluate(load_checkpoint(path)), progress,
+                               "evaluate checkpoints")
 
 
 def merge_name(method: str, n: int, end: int, alpha: float) -> str:
@@ -186,8 +169,8 @@ def run_merges(traj: Trajectory, specs, alpha: float | None = None, progress: bo
     """{name: {loss, acc, method, n, end, alpha}} for (method, n, end) specs; cached in merges.json."""
     alpha = alpha or traj.config.alpha
     keys = {merge_name(m, n, e, alpha): dict(method=m, n=n, end=e, alpha=alpha) for m, n, e in specs}
-    return _cached(traj.results / "merges.json", keys, lambda **s: {**traj.evaluate(traj.merged(**s)), **s},
-                   progress, "merge")
+    return traj.results.cached("merges.json", keys, lambda **s: {**traj.evaluate(traj.merged(**s)), **s}, progress,
+                               "merge")
 
 
 def merge_grid(traj: Trajectory, progress: bool = True) -> dict:
@@ -209,19 +192,18 @@ def reference_results(traj: Trajectory, progress: bool = True) -> dict:
 
 
 def store_reference(traj: Trajectory, root: str | Path | None = None) -> Path:
-    """Copy a trajectory's JSON results, never its weights, to `<root>/05_merging/seed<seed>-<results name>/`
-    (root: data/runs), each file atomically and the settings last: a folder with pma_config.json is complete."""
-    missing = [name for name in REFERENCE_RESULTS if not (traj.results / name).exists()]
+    """Copy a trajectory's JSON results, never its weights, to the result set
+    `<root>/05_merging/seed<seed>-<results name>/` (root: data/runs), its record (settings, where the trajectory
+    and its twin were trained) last: a folder with result.json is complete."""
+    missing = [name for name in REFERENCE_RESULTS if not (traj.results.path / name).exists()]
     if missing:
-        raise ValueError(f"{traj.results} lacks {missing}: run pma.reference_results(traj) first")
-    folder = Path(root or reference_root()) / REFERENCE_EXPERIMENT / f"seed{traj.config.seed}-{traj.results.name}"
-    for path in sorted(traj.results.glob("*.json")):  # the results; weights live in folders, never in a *.json
-        write_json(folder / path.name, read_json(path))
+        raise ValueError(f"{traj.results.path} lacks {missing}: run pma.reference_results(traj) first")
+    folder = f"seed{traj.config.seed}-{traj.results.path.name}"
     trained = {name: read_json(model.parent / "meta.json")  # where the trajectory and its twin were trained
                for name, model in (("trajectory", traj.final), ("annealed_equal", traj.annealed_equal))}
-    write_json(folder / REFERENCE_CONFIG, {"config": asdict(traj.config), "results": traj.results.name,
-                                           "end": traj.stable[-1], **trained})
-    return folder
+    record = {"config": asdict(traj.config), "results": traj.results.path.name, "end": traj.stable[-1], **trained}
+    return traj.results.copy_to(RunStore(root or reference_root()).result_set(REFERENCE_EXPERIMENT, folder),
+                                record).path
 
 
 @dataclass(frozen=True)
@@ -246,16 +228,17 @@ class Reference:
 def load_references(root: str | Path | None = None, current_only: bool = True) -> list[Reference]:
     """The reference results in `<root>/05_merging` (root: data/runs) by seed, only those made by this code unless
     current_only is False; an unreadable one raises CorruptRunError naming its folder."""
-    folder = Path(root or reference_root()) / REFERENCE_EXPERIMENT
-    references = [_read_reference(path.parent) for path in sorted(folder.glob(f"*/{REFERENCE_CONFIG}"))]
+    sets = RunStore(root or reference_root()).result_sets(REFERENCE_EXPERIMENT)
+    references = [_read_reference(result_set) for result_set in sets]
     return sorted((r for r in references if r.current or not current_only), key=lambda r: r.config.seed)
 
 
-def _read_reference(folder: Path) -> Reference:
+def _read_reference(result_set: ResultSet) -> Reference:
+    folder = result_set.path
     missing = [name for name in REFERENCE_RESULTS if not (folder / name).exists()]
     if missing:
-        raise CorruptRunError(f"{folder}: has {REFERENCE_CONFIG} but lacks {missing}; store it again")
-    stored = read_json(folder / REFERENCE_CONFIG)
+        raise CorruptRunError(f"{folder}: has {RESULT_RECORD} but lacks {missing}; store it again")
+    stored = result_set.record
     checkpoints, merges = (read_json(folder / name) for name in REFERENCE_RESULTS)
     try:
         values = stored["config"]
@@ -264,5 +247,5 @@ def _read_reference(folder: Path) -> Reference:
                 "evaluated": checkpoints.pop("environment", None), "merged": merges.pop("environment", None)}
         return Reference(folder, config, int(stored["end"]), stored["results"], checkpoints, merges, meta)
     except (KeyError, TypeError, ValueError) as error:
-        raise CorruptRunError(f"{folder / REFERENCE_CONFIG}: not a chapter 5 reference ({error!r}); store it "
+        raise CorruptRunError(f"{folder / RESULT_RECORD}: not a chapter 5 reference ({error!r}); store it "
                               "again") from None

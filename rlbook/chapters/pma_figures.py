@@ -1,4 +1,6 @@
-"""Chapter 5 figures (PMA, arXiv 2505.12082): the WSD trajectory, the merge grid and curve, the loss surface,
+"""Chapter 5's figures, drawn from stored trajectory results.
+
+Chapter 5 figures (PMA, arXiv 2505.12082): the WSD trajectory, the merge grid and curve, the loss surface,
 PMA-init, spike recovery, the merge explorer's view of one merge and its in-page replay."""
 from __future__ import annotations
 
@@ -188,30 +190,31 @@ def merge_figure(traj, checkpoints: dict, method: str = "sma", n: int | None = N
     return fig
 
 
-def merge_replay(traj, checkpoints: dict, grid: dict):
-    """In-page explorer of the stored merge grid: pick the method and N; the merge's weights and its held-out loss
-    against the checkpoints and the annealed models."""
-    from .replay import Control, build, line
+def merge_explorer(traj, checkpoints: dict, grid: dict):
+    """Explorer of the merge grid: pick the method and N; the merge's weights and its held-out loss against the
+    checkpoints and the annealed models. The page holds the stored grid; the JupyterLab widget also offers any N,
+    EMA alpha and end step, and merges, evaluates and stores a new setting when it is chosen (`run_merges`)."""
+    from .explorer import Control, Explorer, line
 
-    c, end = traj.config, traj.stable[-1]
+    c, last = traj.config, traj.stable[-1]
     ns = sorted({r["n"] for r in grid.values()})
-    steps = [s for s in traj.stable if s <= end]
     fixed = [line(traj.stable, [checkpoints[str(s)]["loss"] for s in traj.stable], "checkpoints", "grey",
                   markers=True, xaxis="x2", yaxis="y2")]
-    for name, x in (("annealed_equal", end), ("annealed", c.max_steps)):
+    for name, x in (("annealed_equal", last), ("annealed", c.max_steps)):
         r = checkpoints[name]
         symbol, color = ("star", "#d62728") if name == "annealed" else ("cross", "#9467bd")
         fixed.append({"type": "scatter", "mode": "markers", "x": [x], "y": [r["loss"]], "xaxis": "x2", "yaxis": "y2",
                       "name": f"{ANNEALED[name][2]}: loss {r['loss']:.3f}",
                       "marker": {"size": 15, "symbol": symbol, "color": color}})
 
-    def view(method, n):
-        merge = grid.get(merge_name(method, int(n), end, c.alpha))
-        if merge is None:
-            return None
-        weights = merge_weights(method, int(n), c.alpha)
-        bars = {"type": "bar", "x": [str(s) for s in steps[-int(n):]], "y": weights, "name": "weights w_i",
-                "marker": {"color": "#2ca02c"}, "showlegend": False}
+    def view(method, n, alpha, end):
+        n, steps = int(n), [s for s in traj.stable if s <= end]
+        merge = grid.get(merge_name(method, n, end, alpha))
+        if merge is None and (n in ns and alpha == c.alpha and end == last or len(steps) < n):
+            return None  # the page's choices are the stored grid; a widget's new choice is merged below
+        merge = merge or next(iter(run_merges(traj, [(method, n, end)], alpha, progress=False).values()))
+        bars = {"type": "bar", "x": [str(s) for s in steps[-n:]], "y": merge_weights(method, n, alpha),
+                "name": "weights w_i", "marker": {"color": "#2ca02c"}, "showlegend": False}
         point = {"type": "scatter", "mode": "markers", "x": [end], "y": [merge["loss"]], "xaxis": "x2", "yaxis": "y2",
                  "name": f"the merge: loss {merge['loss']:.3f}, accuracy {merge['acc']:.2f}",
                  "marker": {"size": 14, "symbol": "diamond", "color": "#2ca02c"}}
@@ -223,13 +226,15 @@ def merge_replay(traj, checkpoints: dict, grid: dict):
             "yaxis2": {"anchor": "x2", "type": "log", "title": {"text": "held-out loss (log scale)"}}}}
 
     controls = [Control("method", "method", list(c.methods), value="sma"),
-                Control("n", "N checkpoints", ns, kind="slider", value=c.focus_n if c.focus_n in ns else None)]
-    return build("Merge explorer (stored merges, replayed in the page)",
-                 "Pick the averaging method and how many checkpoints it merges. Left: each checkpoint's weight; right: "
-                 "the merge's held-out loss (green diamond) against the checkpoints and the annealed models. Look at "
-                 "how close the merge gets to the annealed model's loss without any extra training.", controls, view,
-                 {"height": 560, "legend": {"orientation": "h", "y": -0.32}})
-
+                Control("n", "N checkpoints", ns, kind="slider", value=c.focus_n if c.focus_n in ns else None,
+                        more=sorted({*c.ns, c.focus_n})),
+                Control("alpha", "EMA α", [c.alpha], kind="slider", more=sorted({0.1, 0.2, 0.3, 0.5, c.alpha})),
+                Control("end", "end step", [last], kind="slider", more=traj.stable)]
+    return Explorer("Merge explorer (stored merges)",
+                    "Pick the averaging method and how many checkpoints it merges. Left: each checkpoint's weight; "
+                    "right: the merge's held-out loss (green diamond) against the checkpoints and the annealed models. "
+                    "Look at how close the merge gets to the annealed model's loss without any extra training.",
+                    controls, view, {"height": 560, "legend": {"orientation": "h", "y": -0.32}})
 
 
 def reference_figure(references, method: str = "sma"):

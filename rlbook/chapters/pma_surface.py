@@ -1,4 +1,6 @@
-"""Chapter 5, the loss landscape around a merge: held-out loss on the plane of the two principal directions of the
+"""Chapter 5's loss landscape: held-out loss on the plane of the last stable checkpoints.
+
+Chapter 5, the loss landscape around a merge: held-out loss on the plane of the two principal directions of the
 last stable checkpoints, centred on their mean (the SMA merge), as PMA (arXiv 2505.12082) draws it."""
 from __future__ import annotations
 
@@ -6,7 +8,7 @@ import torch
 
 from ..merging import load_checkpoint
 from ..progress import progress_bar
-from .pma import Trajectory, _cached, _key
+from .pma import Trajectory
 
 
 def _flat(state_dict) -> torch.Tensor:
@@ -22,8 +24,7 @@ def loss_surface(traj: Trajectory, span: float = 1.4, progress: bool = True) -> 
     """Held-out loss on the PCA plane of the last focus_n stable checkpoints, centred on their mean (the SMA merge),
     with the checkpoints and the annealed models projected onto it."""
     settings = dict(n=traj.config.focus_n, span=span, grid=traj.config.grid, end=traj.stable[-1])
-    return _cached(traj.results / "surface.json", {_key(settings): settings},
-                   lambda **s: _surface(traj, progress=progress, **s), False)[_key(settings)]
+    return traj.results.cached_one("surface.json", settings, lambda **s: _surface(traj, progress=progress, **s))
 
 
 def _surface(traj: Trajectory, n: int, span: float, grid: int, end: int, progress: bool) -> dict:

@@ -1,4 +1,6 @@
-"""Chapter 5, training from merges: PMA-init (continue training from a merge) and recovery from a loss spike by
+"""Chapter 5, training from merges: PMA-init, recovery from a loss spike, and the chapter's summary.
+
+Chapter 5, training from merges: PMA-init (continue training from a merge) and recovery from a loss spike by
 merging the checkpoints before it (PMA, arXiv 2505.12082), and the chapter's summary of all stored results."""
 from __future__ import annotations
 
@@ -9,7 +11,8 @@ import torch
 from ..merging import load_checkpoint, merge_state_dicts
 from ..pretrain import save, sft_loss, trace_batch
 from ..progress import progress_bar
-from .pma import CONTINUE_SEED, Trajectory, _cached, _key, merge_name
+from ..runs import result_key
+from .pma import CONTINUE_SEED, Trajectory, merge_name
 
 
 def schedule(step: int, steps: int, lr: float, warmup: int = 0, ramp_to: float | None = None) -> float:
@@ -61,7 +64,7 @@ def pma_init(traj: Trajectory, repeat: int = 0, method: str = "sma", progress: b
         starts = {"merged": traj.merged(method, n, end), "last": load_checkpoint(traj.checkpoints[end])}
         return {k: continue_training(traj, sd, steps, lr, warmup, stream=stream, progress=progress, desc=f"from {k}")
                 for k, sd in starts.items()}
-    return _cached(traj.results / "pma_init.json", {_key(settings): settings}, compute, False)[_key(settings)]
+    return traj.results.cached_one("pma_init.json", settings, compute)
 
 
 def spike_indices(losses, window: int = 10, factor: float = 1.5, margin: float = 0.1) -> list[int]:
@@ -86,12 +89,11 @@ def spike_recovery(traj: Trajectory, repeat: int = 0, progress: bool = True) -> 
     settings = dict(start=traj.stable[len(traj.stable) // 2], spike_lr=c.spike_lr, spike_steps=c.spike_steps,
                     every=c.spike_checkpoint_every, resume_steps=c.resume_steps, lr=c.lr, warmup=c.continue_warmup,
                     n=c.spike_n, stream=_stream(traj, repeat, 1))
-    return _cached(traj.results / "spike.json", {_key(settings): settings},
-                   lambda **s: _spike(traj, progress=progress, **s), False)[_key(settings)]
+    return traj.results.cached_one("spike.json", settings, lambda **s: _spike(traj, progress=progress, **s))
 
 
 def _spike(traj: Trajectory, start, spike_lr, spike_steps, every, resume_steps, lr, warmup, n, stream, progress):
-    folder = traj.results / f"spike-{_key(dict(start=start, lr=spike_lr, steps=spike_steps, stream=stream))}"
+    folder = traj.results.path / f"spike-{result_key(dict(start=start, lr=spike_lr, steps=spike_steps, stream=stream))}"
     rows = continue_training(traj, load_checkpoint(traj.checkpoints[start]), spike_steps, lr, warmup, spike_lr,
                              stream, folder, every, progress, "LR ramp")
     spike = detect_spike([r["loss"] for r in rows])

@@ -1,10 +1,10 @@
-"""Chapter 6 (R3, "Stabilizing MoE Reinforcement Learning by Aligning Training and Inference Routers", arXiv
-2510.11370): the routing mismatch measured on a model, and the training runs with and without router replay.
+"""Chapter 6's analysis: the routing mismatch measured on a model, and the runs with and without R3.
 
+R3, "Stabilizing MoE Reinforcement Learning by Aligning Training and Inference Routers" (arXiv 2510.11370).
 `mismatch` samples one rollout batch the way the trainer does (an engine copy, router-logit noise, the experts
 recorded) and measures, against the float32 training forward, the routing mismatch, the train-vs-rollout k3 KL
-and F(2), without and with replay. The figures read stored runs. The only numbers written here are the paper's
-(`PAPER`).
+and F(2), without and with replay. The figures read stored runs. The paper's own numbers are in
+`rlbook.chapters.papers`.
 """
 from __future__ import annotations
 
@@ -17,25 +17,17 @@ from ..rollout import rollout
 from ..router_replay import (NOT_ROUTED, RoutingRecorder, engine_copy, extreme_fraction, own_experts,
                              predicting_positions, routing_mismatch)
 from .. import stats
-from .m2po import aggregate, finish, group_runs
+from .run_groups import aggregate, finish, group_runs, variant
+from . import tables
 from .style import METRICS as STYLE_METRICS
 from .verdicts import token_share
 
-# Qwen3-30B-A3B (the paper's Fig. 1 and section 4): train-vs-inference KL without and with R3
-PAPER = {"kl": "1.5e-3 without R3, 7.5e-4 with R3 (Qwen3-30B-A3B)",
-         "f2": "fewer tokens with max(rho, 1/rho) > 2 with R3 (its Fig. 1)",
-         "stability": "R3 trains stably and ends best; GRPO without it collapses; R3 beats GSPO and TIS alone"}
 VARIANT_COLORS = {"grpo": "tab:blue", "grpo+r3": "tab:green", "tis": "tab:orange", "gspo": "tab:purple"}
 METRICS = {"routing_mismatch": ("Routing mismatch (rollout vs trainer)", "share of (token, layer) decisions"),
            "f2": ("Extreme tokens F(2)", "share of response tokens"),
            "kl_k3": ("Train-vs-rollout KL", "KL, k3 estimate (nats)"),
            "grad_norm": ("Gradient norm (before clipping)", "L2 norm of the gradient"),
            "clip_frac": ("Clipped tokens", "share of response tokens")}
-
-
-def variant(run) -> str:
-    """A chapter-6 run's name in the figures: its objective, with "+r3" when it replays the routing."""
-    return run.config.objective + ("+r3" if run.config.router_replay else "")
 
 
 def _log_ratio_stats(logp, batch) -> dict:
@@ -155,22 +147,20 @@ def training_curves(runs, metrics=("kl_k3", "f2", "routing_mismatch", "clip_frac
 def score_table(runs) -> str:
     """Markdown: per variant, the score (mean of the last 3 evaluations) and the means over updates of the routing
     mismatch, KL, F(2) and clipped share, each as seed mean ± standard error."""
-    keys = ("routing_mismatch", "kl_k3", "f2", "clip_frac")
-    rows = ["| variant | seeds | greedy score | routing mismatch | KL (k3) | F(2) | clipped |", "|---" * 7 + "|"]
-    for name, seeds in group_runs(runs, key=variant).items():
-        score = stats.estimate([stats.score(r) for r in seeds])
-        means = [stats.estimate([token_share(r, k) for r in seeds]) for k in keys]
-        text = [f"{e.mean:.2e} ± {e.se:.1e}" if k == "kl_k3" else f"{100 * e.mean:.2f}% ± {100 * e.se:.2f}"
-                for k, e in zip(keys, means)]
-        rows.append(f"| {name} | {len(seeds)} | {score.mean:.3f} ± {score.se:.3f} | {' | '.join(text)} |")
-    return "\n".join(rows)
+    over_seeds, plus_minus = tables.over_seeds, tables.plus_minus
+    share = lambda key: over_seeds(lambda r: token_share(r, key), lambda e: f"{100 * e.mean:.2f}% ± {100 * e.se:.2f}")
+    columns = {"seeds": len, "greedy score": over_seeds(stats.score, plus_minus()),
+               "routing mismatch": share("routing_mismatch"),
+               "KL (k3)": over_seeds(lambda r: token_share(r, "kl_k3"), lambda e: f"{e.mean:.2e} ± {e.se:.1e}"),
+               "F(2)": share("f2"), "clipped": share("clip_frac")}
+    return tables.score_table(group_runs(runs, key=variant), columns, "variant")
 
 
 def explorer(sources: dict, metrics=("eval_greedy_acc", "eval_sampled_acc", "kl_k3", "f2", "routing_mismatch",
                                       "clip_frac", "grad_norm", "reward")):
-    """In-page explorer: pick a set of runs (this notebook's, the reference runs) and a metric; one line per
+    """Explorer: pick a set of runs (this notebook's, the reference runs) and a metric; one line per
     variant (mean over seeds; training metrics as a 10-update mean)."""
-    from .replay import Control, build, line
+    from .explorer import Control, Explorer, line
 
     sources = {name: runs for name, runs in sources.items() if runs}
 
@@ -188,6 +178,6 @@ def explorer(sources: dict, metrics=("eval_greedy_acc", "eval_sampled_acc", "kl_
 
     controls = [Control("source", "runs", list(sources)),
                 Control("metric", "metric", list(metrics), labels={m: _label(m)[0] for m in metrics})]
-    return build("Explore the router-replay runs (stored runs, replayed in the page)",
-                 "Pick the runs and a metric: one line per variant (mean over seeds). Look at the gap between "
-                 "grpo and grpo+r3 in KL and F(2), and whether it shows in accuracy.", controls, view)
+    return Explorer("Explore the router-replay runs (stored runs)",
+                    "Pick the runs and a metric: one line per variant (mean over seeds). Look at the gap between "
+                    "grpo and grpo+r3 in KL and F(2), and whether it shows in accuracy.", controls, view)

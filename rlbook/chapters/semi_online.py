@@ -1,9 +1,11 @@
-"""Chapter 7 (semi-online RL, "Bridging Offline and Online Reinforcement Learning for LLMs", arXiv 2506.21495):
-reading the stored runs of GRPO and online DPO trained with the generator synced every k updates.
+"""Chapter 7's analysis: the stored runs of GRPO and online DPO at each generator sync interval.
+
+Semi-online RL ("Bridging Offline and Online Reinforcement Learning for LLMs", arXiv 2506.21495): the runs of GRPO
+and online DPO trained with the generator synced every k updates.
 
 A run's sync interval is `RunConfig.sync_every` (1: online; 0: never, offline from the warm start). Every metrics row
 records the lag of its batch's generator (`policy_lag`) and the seconds spent sampling (`sample_s`) and updating
-(`update_s`). The only numbers written here are the paper's (`PAPER`).
+(`update_s`). The paper's own numbers are in `rlbook.chapters.papers`.
 """
 from __future__ import annotations
 
@@ -11,11 +13,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from .. import stats
-from .m2po import aggregate, finish, group_runs
+from .run_groups import aggregate, finish, group_runs
+from . import tables
 from .style import METRICS as STYLE_METRICS
 
-PAPER = {"ordering": "semi-online DPO (sync every 10 or 100 steps) about as good as online; offline much worse "
-                     "(Llama-3.1-8B-Instruct, math and instruction following)"}
 OBJECTIVE_COLORS = {"grpo": "tab:blue", "dpo": "tab:red"}
 SYNC_STYLES = {1: "-", 0: ":"}  # online solid, offline dotted, semi-online dashed
 METRICS = {**STYLE_METRICS, "loss": ("Training loss", "loss of the update's objective"),
@@ -127,26 +128,22 @@ def score_table(runs) -> str:
     """Markdown: per objective x sync interval, the seeds, the greedy and sampled scores (seed mean ± s.e.), the
     gain over the warm start, the mean generator lag and the seconds per update spent generating and updating
     (medians over updates)."""
-    rows = ["| objective | generator | seeds | greedy score | gain over warm start | sampled score | mean lag | "
-            "s/update generating | s/update updating |", "|---" * 9 + "|"]
-    for (objective, sync), seeds in grouped(runs).items():
-        greedy = stats.estimate([stats.score(r) for r in seeds])
-        gain = stats.estimate([stats.score(r) - stats.base_score(r) for r in seeds])
-        sampled = stats.estimate([stats.score(r, "eval_sampled_acc") for r in seeds])
-        lag = np.mean([_over_updates(r, "policy_lag") for r in seeds])
-        sample = np.mean([seconds_per_update(r, "sample_s") for r in seeds])
-        update = np.mean([seconds_per_update(r, "update_s") for r in seeds])
-        rows.append(f"| {objective} | {sync_label(sync)} | {len(seeds)} | {greedy.mean:.3f} ± {greedy.se:.3f} | "
-                    f"{gain.mean:+.3f} ± {gain.se:.3f} | {sampled.mean:.3f} ± {sampled.se:.3f} | {lag:.1f} | "
-                    f"{sample:.3f} | {update:.3f} |")
-    return "\n".join(rows)
+    over_seeds, plus_minus, mean = tables.over_seeds, tables.plus_minus, lambda digits: lambda e: f"{e.mean:.{digits}f}"
+    columns = {"seeds": len, "greedy score": over_seeds(stats.score, plus_minus()),
+               "gain over warm start": over_seeds(lambda r: stats.score(r) - stats.base_score(r), plus_minus(3, "+")),
+               "sampled score": over_seeds(lambda r: stats.score(r, "eval_sampled_acc"), plus_minus()),
+               "mean lag": over_seeds(lambda r: _over_updates(r, "policy_lag"), mean(1)),
+               "s/update generating": over_seeds(lambda r: seconds_per_update(r, "sample_s"), mean(3)),
+               "s/update updating": over_seeds(lambda r: seconds_per_update(r, "update_s"), mean(3))}
+    groups = {(objective, sync_label(sync)): seeds for (objective, sync), seeds in grouped(runs).items()}
+    return tables.score_table(groups, columns, ("objective", "generator"))
 
 
 def explorer(sources: dict, metrics=("eval_greedy_acc", "eval_sampled_acc", "reward", "loss", "kl_k3",
                                       "policy_lag", "zero_std_frac")):
-    """In-page explorer: pick a set of runs, an objective and a metric; one line per sync interval (mean over
+    """Explorer: pick a set of runs, an objective and a metric; one line per sync interval (mean over
     seeds; training metrics as a 10-update mean)."""
-    from .replay import Control, build, line
+    from .explorer import Control, Explorer, line
 
     sources = {name: runs for name, runs in sources.items() if runs}
     objectives = sorted({r.config.objective for runs in sources.values() for r in runs},
@@ -167,6 +164,7 @@ def explorer(sources: dict, metrics=("eval_greedy_acc", "eval_sampled_acc", "rew
 
     controls = [Control("source", "runs", list(sources)), Control("objective", "objective", objectives),
                 Control("metric", "metric", list(metrics), labels={m: labels.get(m, m) for m in metrics})]
-    return build("Explore the semi-online runs (stored runs, replayed in the page)",
-                 "Pick the runs, an objective and a metric: one line per sync interval (mean over seeds). Look at "
-                 "where the offline line leaves the others, and whether the semi-online ones ever do.", controls, view)
+    return Explorer("Explore the semi-online runs (stored runs)",
+                    "Pick the runs, an objective and a metric: one line per sync interval (mean over seeds). Look at "
+                    "where the offline line leaves the others, and whether the semi-online ones ever do.", controls,
+                    view)

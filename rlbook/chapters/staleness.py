@@ -5,14 +5,25 @@ with a min-max band.
 """
 from __future__ import annotations
 
+from collections import defaultdict
+
 import matplotlib.pyplot as plt
 import numpy as np
 
 from .. import stats
 from ..experiments import DEFAULT_TAU
-from .m2po import (COLORS, ORDER, aggregate, band, batch_rewards, finish, group_runs, mean_of, run_label, setting,
-                   smooth)
+from .run_groups import COLORS, ORDER, aggregate, band, finish, group_runs, mean_of, run_label, setting, smooth
+from . import tables
 from .style import axis_label, title
+
+def batch_rewards(run):
+    """(update of the sampling policy, mean reward) per rollout batch: a stale batch's reward measures the policy
+    that sampled it, `policy_lag` updates before the update that trains on it."""
+    by_version = defaultdict(list)
+    for row in run.metrics[1:]:
+        by_version[row["update"] - 1 - row["policy_lag"]].append(row["reward"])
+    return sorted(by_version), [float(np.mean(by_version[v])) for v in sorted(by_version)]
+
 
 def _staleness_color(s, stalenesses):
     return plt.get_cmap("viridis")(0.9 * stalenesses.index(s) / max(len(stalenesses) - 1, 1))
@@ -100,14 +111,14 @@ def score_table(runs, metric: str = "eval_greedy_acc") -> str:
     setting not in the sweep, "-"."""
     asked = {(c.objective, c.staleness) for c in getattr(runs, "configs", [r.config for r in runs])}
     stalenesses = sorted({s for _, s in asked} | {r.config.staleness for r in runs})
-    rows = [f"| objective | {' | '.join(f's = {s}' for s in stalenesses)} |", "|---" * (len(stalenesses) + 1) + "|"]
     objectives = group_runs(runs, key=lambda r: r.config.objective)
-    for objective in [o for o in ORDER if o in {o for o, _ in asked}] if asked else objectives:
-        cells = group_runs(objectives.get(objective, []), key=lambda r: r.config.staleness)
-        text = [str(stats.estimate([stats.score(r, metric) for r in cells[s]])) if s in cells else
-                "missing" if (objective, s) in asked else "-" for s in stalenesses]
-        rows.append(f"| {objective} | {' | '.join(text)} |")
-    return "\n".join(rows)
+    shown = [o for o in ORDER if o in {o for o, _ in asked}] if asked else objectives
+    groups = {o: (o, group_runs(objectives.get(o, []), key=lambda r: r.config.staleness)) for o in shown}
+    score = tables.over_seeds(lambda r: stats.score(r, metric))
+
+    def at(s):  # the cell of staleness s: the score over seeds, else "missing" (asked for) or "-" (not in the sweep)
+        return lambda group: score(group[1][s]) if s in group[1] else "missing" if (group[0], s) in asked else "-"
+    return tables.score_table(groups, {f"s = {s}": at(s) for s in stalenesses}, "objective")
 
 
 def prosperity_before_collapse(runs, metric: str = "eval_greedy_acc", window: int = 3):
@@ -145,9 +156,9 @@ def prosperity_before_collapse(runs, metric: str = "eval_greedy_acc", window: in
     return finish(fig, axes, ncols=3)
 
 
-def staleness_replay(runs, metrics=("eval_greedy_acc", "eval_sampled_acc", "reward", "clip_frac", "entropy")):
-    """In-page explorer: pick an objective and a metric, one curve per staleness (mean over seeds)."""
-    from .replay import Control, build, line
+def staleness_explorer(runs, metrics=("eval_greedy_acc", "eval_sampled_acc", "reward", "clip_frac", "entropy")):
+    """Explorer: pick an objective and a metric, one curve per staleness (mean over seeds)."""
+    from .explorer import Control, Explorer, line
 
     stalenesses = sorted({r.config.staleness for r in runs})
     objectives = list(group_runs(runs, key=lambda r: r.config.objective))
@@ -167,6 +178,6 @@ def staleness_replay(runs, metrics=("eval_greedy_acc", "eval_sampled_acc", "rewa
     controls = [Control("objective", "objective", objectives, value="grpo"),
                 Control("metric", "metric", metrics,
                 labels={m: title(m) for m in metrics})]
-    return build("Explore the staleness sweep (stored runs, replayed in the page)",
-                 "Pick an objective and a metric: one line per staleness s (mean over seeds; training metrics as a "
-                 "10-update mean). Look at how far the curves of large s fall below s = 0.", controls, view)
+    return Explorer("Explore the staleness sweep (stored runs)",
+                    "Pick an objective and a metric: one line per staleness s (mean over seeds; training metrics as a "
+                    "10-update mean). Look at how far the curves of large s fall below s = 0.", controls, view)

@@ -1,5 +1,8 @@
-"""Tables a chapter page shows, as markdown (the book renders them as HTML tables): a config's settings, each run's
-score, and a verdict table with the provenance line of the runs it rests on."""
+"""The markdown tables a chapter page shows: settings, each run's score, scores over seeds, verdicts.
+
+Tables a chapter page shows, as markdown (the book renders them as HTML tables): a config's settings, each run's
+score, the score table every chapter builds (`score_table`: one row per setting, quantities over its seeds) and a
+verdict table with the provenance line of the runs it rests on."""
 from __future__ import annotations
 
 from .. import stats
@@ -11,6 +14,25 @@ def table(header, rows) -> str:
     """A markdown table from a header and rows of cells."""
     line = lambda cells: "| " + " | ".join(str(c) for c in cells) + " |"
     return "\n".join([line(header), "|---" * len(header) + "|", *map(line, rows)])
+
+
+def plus_minus(digits: int = 3, sign: str = ""):
+    """The text of an Estimate as "mean ± standard error" to `digits` decimals (sign "+": always signed)."""
+    return lambda e: f"{e.mean:{sign}.{digits}f} ± {e.se:.{digits}f}"
+
+
+def over_seeds(quantity, text=str):
+    """A score-table cell: `quantity` of each run (or result) of a group, as stats.estimate over them, as `text`."""
+    return lambda runs: text(stats.estimate([quantity(run) for run in runs]))
+
+
+def score_table(groups: dict, columns: dict, label) -> str:
+    """The chapters' score table: one row per group ({label cells (a tuple or one value): runs, e.g. a setting's
+    seeds}), its label cells under the `label` headers, then one cell per column ({header: cell(runs) -> text},
+    e.g. `over_seeds`)."""
+    label, cells = (label if isinstance(label, tuple) else (label,)), lambda k: k if isinstance(k, tuple) else (k,)
+    return table((*label, *columns), [(*cells(key), *(cell(runs) for cell in columns.values()))
+                                      for key, runs in groups.items()])
 
 
 def settings_table(config, keys) -> str:

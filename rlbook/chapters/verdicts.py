@@ -11,7 +11,9 @@ from dataclasses import dataclass
 
 from .. import stats
 from ..experiments import DEFAULT_TAU
+from . import papers
 from .lopti import variant_of
+from .run_groups import group_runs, select, variant
 
 MATCH_BOUND = 0.03  # two accuracies "match" when the 2-s.e. interval of their difference lies inside +-0.03
 # "Prosperity, then collapse" in accuracy: a rise of more than 0.05 above the base, then a fall of more than 0.08
@@ -27,15 +29,6 @@ class Signature:
     paper: str  # the paper's numbers
     observed: str  # ours, in words and numbers
     verdict: str  # stats.REPRODUCED | NOT_REPRODUCED | WITHIN_NOISE, or "no runs"
-
-
-def cell(runs, objective: str | None = None, staleness: int | None = None, **fields) -> list:
-    """The runs (one per seed) of one setting."""
-    def keep(run):
-        c = run.config
-        return ((objective is None or c.objective == objective) and (staleness is None or c.staleness == staleness)
-                and all(getattr(c, k) == v for k, v in fields.items()))
-    return [run for run in runs if keep(run)]
 
 
 def per_seed(runs, quantity) -> stats.Estimate:
@@ -86,8 +79,7 @@ def _better(claim: str, paper: str, better, worse, what: str) -> Signature:
 
 def grpo_learns(runs) -> list[Signature]:
     """Chapter 1: GRPO raises a warm-started model's accuracy."""
-    claim = "GRPO raises the accuracy of a base model"
-    paper = "Qwen3-0.6B-Base, GRPO without KL: MATH-500 15.2% -> 47.4% after 50 steps (a public from-scratch walkthrough)"
+    claim, paper = "GRPO raises the accuracy of a base model", papers.GRPO_GAIN.text
     if not runs:
         return [_missing(claim, paper)]
     g, base = per_seed(runs, gain), per_seed(runs, stats.base_score)
@@ -98,18 +90,17 @@ def grpo_learns(runs) -> list[Signature]:
 
 def staleness_signatures(runs) -> list[Signature]:
     """Chapter 2 (M2PO, arXiv 2510.01161): a, b and e at the largest staleness of the runs."""
-    stalenesses = sorted({r.config.staleness for r in runs})
-    if not stalenesses:
+    if not runs:
         return []
-    top = stalenesses[-1]
-    grpo0, grpo_top = cell(runs, "grpo", 0), cell(runs, "grpo", top)
-    free_top, m2po_top = cell(runs, "no_clip", top), cell(runs, "m2po", top)
+    top = max(r.config.staleness for r in runs)
+    grpo0, grpo_top = select(runs, "grpo", 0), select(runs, "grpo", top)
+    free_top, m2po_top = select(runs, "no_clip", top), select(runs, "m2po", top)
     out = []
     out.append(_better(f"a. GRPO gets worse with staleness (s=0 vs s={top})",
-                       "8-benchmark average 33.0 (s=0) vs 30.4 (s=256)", grpo0, grpo_top,
+                       papers.M2PO_STALENESS_COST.text, grpo0, grpo_top,
                        f"greedy score s=0 minus s={top}"))
     claim = f"b. Without a trust region, s={top} first rises (prosperity) ..."
-    paper = "rises fast, then collapses"
+    paper = papers.M2PO_PROSPERITY.text
     if free_top:
         rise = per_seed(free_top, lambda r: smoothed_peak(r) - stats.base_score(r))
         fall = per_seed(free_top, lambda r: smoothed_peak(r) - stats.score(r))
@@ -119,9 +110,10 @@ def staleness_signatures(runs) -> list[Signature]:
                              f"(counts above {COLLAPSE_FALL})", stats.verdict(fall, +1, COLLAPSE_FALL)))
     else:
         out.append(_missing(claim, paper))
-    out.append(_better(f"e. M2PO at s={top} beats GRPO at s={top}", "36.6 vs 30.4", m2po_top, grpo_top,
+    out.append(_better(f"e. M2PO at s={top} beats GRPO at s={top}", papers.M2PO_BEATS_STALE_GRPO.text, m2po_top,
+                       grpo_top,
                        "score difference"))
-    claim, paper = f"e. M2PO at s={top} matches on-policy GRPO", "36.6 vs 33.0 (on-policy)"
+    claim, paper = f"e. M2PO at s={top} matches on-policy GRPO", papers.M2PO_MATCHES_ON_POLICY.text
     if m2po_top and grpo0:
         d = difference(m2po_top, grpo0)
         learns = per_seed(grpo0, gain)  # matching an on-policy run that learns nothing is a match of nothing
@@ -135,16 +127,15 @@ def staleness_signatures(runs) -> list[Signature]:
 
 def clip_mask_signatures(runs) -> list[Signature]:
     """Chapter 3 (M2PO, signature c): GRPO clips more when stale; M2PO masks few tokens."""
-    stalenesses = sorted({r.config.staleness for r in runs})
-    if not stalenesses:
+    if not runs:
         return []
-    top = stalenesses[-1]
-    grpo0, grpo_top, m2po_top = cell(runs, "grpo", 0), cell(runs, "grpo", top), cell(runs, "m2po", top)
+    top = max(r.config.staleness for r in runs)
+    grpo0, grpo_top, m2po_top = select(runs, "grpo", 0), select(runs, "grpo", top), select(runs, "m2po", top)
+    paper = papers.M2PO_REMOVED_TOKENS.text
     if not (grpo0 and grpo_top and m2po_top):
-        return [_missing("c. clipped vs masked tokens", "0.07% / 0.66% / 0.02%")]
+        return [_missing("c. clipped vs masked tokens", paper)]
     c0, ctop = per_seed(grpo0, clip_share), per_seed(grpo_top, clip_share)
     mtop = per_seed(m2po_top, lambda r: token_share(r, "mask_frac"))
-    paper = "Qwen3-Base-1.7B: GRPO clips 0.07% (s=0), 0.66% (s=256); M2PO masks 0.02% (s=256)"
     return [
         Signature(f"c. GRPO clips more tokens at s={top} than on-policy", paper,
                   f"{_pct(ctop)} vs {_pct(c0)}", stats.verdict(ctop - c0, +1)),
@@ -173,9 +164,9 @@ def entropy_by_deviation(run, low: float = 0.02, high: float = 0.2) -> tuple[flo
 def entropy_signature(runs) -> list[Signature]:
     """Chapter 3 (M2PO, signature d): tokens whose ratio moved far from 1 are the high-entropy ones."""
     top = max((r.config.staleness for r in runs), default=0)
-    grpo_top = cell(runs, "grpo", top)
+    grpo_top = select(runs, "grpo", top)
     claim = f"d. Token entropy rises with |r-1| (GRPO, s={top})"
-    paper = "about 0.2 near r = 1, about 1.0 at |r-1| = 0.7"
+    paper = papers.M2PO_ENTROPY.text
     if not grpo_top:
         return [_missing(claim, paper)]
     near, far = per_seed(grpo_top, lambda r: entropy_by_deviation(r)[0]), per_seed(grpo_top, lambda r: entropy_by_deviation(r)[1])
@@ -193,7 +184,7 @@ def tau_signatures(tau_runs) -> list[Signature]:
     by_tau = {}
     for run in tau_runs:
         by_tau.setdefault(run.config.objective_params.get("tau", DEFAULT_TAU), []).append(run)
-    paper = "accuracy insensitive to tau between about 0.02 and 0.08; very small or very large values hurt"
+    paper = papers.M2PO_TAU.text
     lo, hi = TAU_FLAT
     if not (by_tau.get(lo) and by_tau.get(hi)):
         out = [_missing(f"f. tau between {lo} and {hi} hardly matters", paper)]
@@ -208,65 +199,67 @@ def tau_signatures(tau_runs) -> list[Signature]:
     return out
 
 
-LOPTI_PAPER = {"ar": "0.39 -> 0.53", "lopti": "0.39 -> 0.54", "ar+lopti": "0.39 -> 0.57"}
+# the paper's numbers (rlbook.chapters.papers): Qwen2.5-3B on K&K (Table 1); on math the gains are small
+_KK = papers.LOPTI_ACCURACY.values
+LOPTI_PAPER = {"knights_knaves": {v: f"K&K average accuracy {_KK['grpo']:.2f} -> {_KK[v]:.2f}"
+                                  for v in ("ar", "lopti", "ar+lopti")},
+               "arithmetic": dict.fromkeys(("ar", "lopti", "ar+lopti"), papers.LOPTI_MATH.text)}
+LOPTI_TASK_NAMES = {"knights_knaves": "Knights and Knaves", "arithmetic": "arithmetic"}
 
 
-def lopti_signatures(runs) -> list[Signature]:
-    """Chapter 4 (arXiv 2505.12929): GRPO learns K&K; AR, Lopti and both beat it; the reversed order does not."""
+def lopti_signatures(runs, task: str | None = None) -> list[Signature]:
+    """Chapter 4 (arXiv 2505.12929), on one task (the runs', or `task` where none is stored yet): GRPO learns it; AR,
+    Lopti and both beat GRPO; the reversed order does not."""
+    tasks = {run.config.task for run in runs} | ({task} if task else set()) or {"knights_knaves"}
+    if len(tasks) > 1 or not tasks <= set(LOPTI_PAPER):
+        raise ValueError(f"chapter 4's verdicts compare runs on one task of {sorted(LOPTI_PAPER)}; got {sorted(tasks)}")
+    task = tasks.pop()
     by_variant = {}
     for run in runs:
         by_variant.setdefault(variant_of(run.config), []).append(run)
     grpo = by_variant.get("grpo", [])
     out = grpo_learns(grpo)
-    out[0] = Signature("GRPO learns Knights and Knaves", "Qwen2.5-3B: average accuracy 0.39 after GRPO",
-                       out[0].observed, out[0].verdict)
-    for variant, paper in LOPTI_PAPER.items():
-        out.append(_better(f"{variant} beats GRPO", f"K&K average accuracy {paper}", by_variant.get(variant, []),
-                           grpo, "score difference"))
+    paper = (f"Qwen2.5-3B: average accuracy {_KK['grpo']:.2f} after GRPO" if task == "knights_knaves"
+             else "the comparison needs a task where GRPO learns")
+    out[0] = Signature(f"GRPO learns {LOPTI_TASK_NAMES[task]}", paper, out[0].observed, out[0].verdict)
+    for variant, paper in LOPTI_PAPER[task].items():
+        out.append(_better(f"{variant} beats GRPO", paper, by_variant.get(variant, []), grpo, "score difference"))
     out.append(_better("reversed Lopti (high-probability tokens first) does worse than Lopti",
-                       "the reversed order fails", by_variant.get("lopti", []), by_variant.get("lopti_reversed", []),
+                       papers.LOPTI_REVERSED.text, by_variant.get("lopti", []), by_variant.get("lopti_reversed", []),
                        "score difference"))
     return out
-
-
-SEMI_ONLINE_PAPER = "semi-online DPO and GRPO (sync every 10 or 100 steps) about as good as online; offline much worse"
 
 
 def semi_online_signatures(runs) -> list[Signature]:
     """Chapter 7 (arXiv 2506.21495), per objective: each semi-online sync interval k > 1 matches online (k = 1),
     and online beats offline (k = 0, never synced)."""
-    out = []
+    out, paper = [], papers.SEMI_ONLINE_ORDERING.text
     for objective in sorted({r.config.objective for r in runs}):
-        online, offline = cell(runs, objective, sync_every=1), cell(runs, objective, sync_every=0)
+        online, offline = select(runs, objective, sync_every=1), select(runs, objective, sync_every=0)
         for k in sorted({r.config.sync_every for r in runs if r.config.objective == objective} - {0, 1}):
             claim = f"{objective}: semi-online (sync every {k}) matches online"
-            semi = cell(runs, objective, sync_every=k)
+            semi = select(runs, objective, sync_every=k)
             if not (semi and online):
-                out.append(_missing(claim, SEMI_ONLINE_PAPER))
+                out.append(_missing(claim, paper))
                 continue
             d = difference(semi, online)
-            out.append(Signature(claim, SEMI_ONLINE_PAPER, f"score difference {d}; match = inside ±{MATCH_BOUND}",
+            out.append(Signature(claim, paper, f"score difference {d}; match = inside ±{MATCH_BOUND}",
                                  stats.matches(d, MATCH_BOUND)))
-        out.append(_better(f"{objective}: online beats offline (never synced)", SEMI_ONLINE_PAPER, online, offline,
+        out.append(_better(f"{objective}: online beats offline (never synced)", paper, online, offline,
                            "score online minus offline"))
     return out
-
-
-R3_PAPER = {"kl": "Qwen3-30B-A3B: train-inference KL 1.5e-3 without R3, 7.5e-4 with it", "f2": "fewer tokens with "
-            "max(rho, 1/rho) > 2 with R3", "score": "R3 stable and best; GRPO without it collapses; R3 beats GSPO, TIS"}
 
 
 def router_replay_signatures(runs) -> list[Signature]:
     """Chapter 6 (arXiv 2510.11370), the rollout engine mismatched: R3 lowers the train-vs-rollout KL and F(2) (means
     over updates), scores no worse than GRPO without it (non-inferiority at MATCH_BOUND), falls less from its peak,
     and beats GSPO and TIS."""
-    by = {}
-    for run in runs:
-        by.setdefault(run.config.objective + ("+r3" if run.config.router_replay else ""), []).append(run)
+    by = group_runs(runs, key=variant)
     r3, grpo = by.get("grpo+r3", []), by.get("grpo", [])
-    claims = [("R3 lowers the train-vs-rollout KL (k3)", R3_PAPER["kl"]), ("R3 leaves fewer extreme tokens, F(2)",
-              R3_PAPER["f2"]), ("R3 scores at least as well as GRPO without it", R3_PAPER["score"]),
-              ("R3 falls less from its peak than GRPO without it", R3_PAPER["score"])]
+    claims = [("R3 lowers the train-vs-rollout KL (k3)", papers.R3_KL.text),
+              ("R3 leaves fewer extreme tokens, F(2)", papers.R3_EXTREME_TOKENS.text),
+              ("R3 scores at least as well as GRPO without it", papers.R3_STABILITY.text),
+              ("R3 falls less from its peak than GRPO without it", papers.R3_STABILITY.text)]
     if not (r3 and grpo):
         out = [_missing(claim, paper) for claim, paper in claims]
     else:
@@ -281,7 +274,7 @@ def router_replay_signatures(runs) -> list[Signature]:
                              stats.verdict(d, +1, -MATCH_BOUND)))
         out.append(Signature(*claims[3], f"best 3-evaluation mean minus score, without minus with R3: {fall}",
                              stats.verdict(fall)))
-    return out + [_better(f"R3 beats {o.upper()}", R3_PAPER["score"], r3, by.get(o, []), "score difference")
+    return out + [_better(f"R3 beats {o.upper()}", papers.R3_STABILITY.text, r3, by.get(o, []), "score difference")
                   for o in ("gspo", "tis")]
 
 

@@ -1,4 +1,4 @@
-"""Replay a stored run or train it: the one place that joins the RunStore (rlbook.runs) and the trainer.
+"""Obtain runs: replay a stored run, resume an interrupted one or train a new one (joins the RunStore and trainer).
 
 The RunStore only reads and writes runs; this module sits above both, so `runs` never imports the trainer.
 """
@@ -126,7 +126,7 @@ def obtain(configs: list[RunConfig], trains: bool, store: RunStore | None = None
     """The runs of a notebook's settings as a RunSet.
 
     trains=False (the `reference` profile): the stored reference runs only (rlbook.runs.lookup: this code's, else older code's,
-    labelled), never training; a setting with no stored run is missing. trains=True: print the plan (rlbook.replay.plan),
+    labelled), never training; a setting with no stored run is missing. trains=True: print the plan (rlbook.obtain.plan),
     then replay what this code has stored and train the rest (run_or_load), never retraining a stored run."""
     from .runs import lookup
     from .runset import RunSet

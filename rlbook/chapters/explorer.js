@@ -1,15 +1,15 @@
-// rlbook replays: each .rlbook-replay holds its views as JSON (one Plotly figure per choice of its controls);
+// rlbook explorers: each .rlbook-explorer holds its views as JSON (one Plotly figure per choice of its controls);
 // moving a control shows the view of that choice. It runs in the page: no kernel, no network.
 (function () {
   function setup(root) {
     if (root.dataset.ready) return;
-    var plot = root.querySelector(".replay-plot");
+    var plot = root.querySelector(".explorer-plot");
     if (typeof Plotly === "undefined") {
-      plot.innerHTML = '<p class="replay-missing">This interactive figure runs in the rendered book ' +
+      plot.innerHTML = '<p class="explorer-missing">This interactive figure runs in the rendered book ' +
         "(build/html/index.html). In JupyterLab, use the explorer above.</p>";
       return;
     }
-    var spec = JSON.parse(root.querySelector("script.replay-data").textContent);
+    var spec = JSON.parse(root.querySelector("script.explorer-data").textContent);
     var controls = Array.prototype.slice.call(root.querySelectorAll("[data-control]"));
     function choice() {
       return controls.map(function (c) {
@@ -31,6 +31,6 @@
     draw();
     root.dataset.ready = "1";
   }
-  function all() { document.querySelectorAll(".rlbook-replay").forEach(setup); }
+  function all() { document.querySelectorAll(".rlbook-explorer").forEach(setup); }
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", all); else all();
 })();
