@@ -13,7 +13,7 @@ import numpy as np
 FIGURE_DIR = Path(os.environ.get("RLBOOK_FIGURES", Path(__file__).resolve().parents[2] / "build" / "figures"))
 
 # The page a figure must read on: a 1,024 px wide window shows the book's column 734 px wide, its body text at 17 px
-# (book/_static/rlbook.css); the notebook shows a figure at figure.dpi pixels per inch, shrunk to the column.
+# (the stylesheet in book/_static/); the notebook shows a figure at figure.dpi pixels per inch, shrunk to the column.
 BODY_PX = 17
 COLUMN_PX = 734
 PAGE_INCHES = 7.5  # every figure is laid out this wide: at 100 dpi it fills the column, shrunk a few percent
