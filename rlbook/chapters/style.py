@@ -1,6 +1,7 @@
-"""One look for every figure of the book, laid out for a projector: each figure is one page column wide, with its
-text at least the body text's size once the page shows it, and the PNG + SVG files under build/figures/<chapter>/
-that slides use."""
+"""One look for every figure of the book, laid out for a projector, saved as PNG + SVG for slides.
+
+Each figure is one page column wide, with its text at least the body text's size once the page shows it; the files
+land under build/figures/<chapter>/."""
 from __future__ import annotations
 
 import os
