@@ -1,10 +1,11 @@
 """The drift ladder of chapters 2-3: M2PO's recovered share and the clip / mask fractions against the drift per update.
 
 How much of staleness's cost M2PO recovers, and how GRPO's clip compares with M2PO's mask, as the drift per update
-falls toward the papers' regime (M2PO, arXiv 2510.01161, Table 1 and Fig. 5). A rung is one learning rate. Its runs: on-policy GRPO, and GRPO, M2PO and no trust region at the rung's largest
-staleness (rlbook.experiments.drift_ladder_sweep). The drift of a rung is measured, not assumed: the M2 (mean squared
-log-ratio) between consecutive policies, read off on-policy GRPO's updates that train on a batch sampled one update
-earlier (policy_lag 1).
+falls toward the papers' regime (M2PO, arXiv 2510.01161, Table 1 and Fig. 5). A rung is one learning rate. Its runs:
+on-policy GRPO, and GRPO, M2PO and no trust region at the rung's largest staleness
+(rlbook.experiments.drift_ladder_sweep). The drift of a rung is measured, not assumed: the M2 (mean squared log-ratio)
+between consecutive policies, read off on-policy GRPO's updates that train on a batch sampled one update earlier
+(policy_lag 1).
 """
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from dataclasses import dataclass
 import matplotlib.pyplot as plt
 
 from .. import stats
-from .papers import M2PO_REMOVED_TOKENS, M2PO_SCORES
+from .papers import (M2PO_BEATS_STALE_GRPO, M2PO_MATCHES_ON_POLICY, M2PO_REMOVED_TOKENS, M2PO_SCORES,
+                     M2PO_STALENESS_COST)
 from .run_groups import select
 from .style import legend_below
 from .verdicts import Signature, clip_share, per_seed, token_share
@@ -127,22 +129,21 @@ def signatures(ladder: list[Rung]) -> list[Signature]:
     from .verdicts import MATCH_BOUND
 
     out = []
-    paper = M2PO_SCORES.text
     for g in ladder:
         where = f"lr {g.lr:g}, s = {g.staleness}"
         if not g.complete:
-            out.append(Signature(f"{where}: staleness cost and M2PO's recovery", paper,
+            out.append(Signature(f"{where}: staleness cost and M2PO's recovery", M2PO_SCORES.text,
                                  "fewer than 3 seeds in a cell", "no runs"))
             continue
         cost = per_seed(g.on_policy, stats.score) - per_seed(g.grpo, stats.score)
         gain = per_seed(g.m2po, stats.score) - per_seed(g.grpo, stats.score)
         gap = per_seed(g.m2po, stats.score) - per_seed(g.on_policy, stats.score)
-        out += [Signature(f"{where}: staleness costs GRPO", paper, f"cost {cost.mean:+.3f} ± {cost.se:.3f}",
-                          stats.verdict(cost, +1)),
-                Signature(f"{where}: M2PO beats GRPO at s = {g.staleness}", paper,
+        out += [Signature(f"{where}: staleness costs GRPO", M2PO_STALENESS_COST.text,
+                          f"cost {cost.mean:+.3f} ± {cost.se:.3f}", stats.verdict(cost, +1)),
+                Signature(f"{where}: M2PO beats GRPO at s = {g.staleness}", M2PO_BEATS_STALE_GRPO.text,
                           f"{gain.mean:+.3f} ± {gain.se:.3f}", stats.verdict(gain, +1)),
-                Signature(f"{where}: M2PO matches on-policy GRPO", paper, f"{gap.mean:+.3f} ± {gap.se:.3f}",
-                          stats.matches(gap, MATCH_BOUND))]
+                Signature(f"{where}: M2PO matches on-policy GRPO", M2PO_MATCHES_ON_POLICY.text,
+                          f"{gap.mean:+.3f} ± {gap.se:.3f}", stats.matches(gap, MATCH_BOUND))]
     try:
         trend = share_trend(ladder)
     except ValueError as error:
@@ -154,7 +155,8 @@ def signatures(ladder: list[Rung]) -> list[Signature]:
                             stats.verdict(trend, -1))]
 
 
-CLIP_OVER_MASK = 5  # chapter 3's bar: GRPO clips at least 5 times what M2PO masks (the paper: 33x, papers.M2PO_REMOVED_TOKENS)
+# chapter 3's bar: GRPO clips at least 5 times what M2PO masks (the paper: 33x, papers.M2PO_REMOVED_TOKENS)
+CLIP_OVER_MASK = 5
 
 
 def token_signatures(ladder: list[Rung]) -> list[Signature]:

@@ -30,7 +30,8 @@ ANALYSIS_SEED = 777_000  # puzzles of the per-token analysis: apart from trainin
 SWEEPS = {"knights_knaves": (lopti_sweep, lopti_run), "arithmetic": (lopti_arithmetic_sweep, lopti_arithmetic_run)}
 
 
-def sweep_configs(profile: str = "auto", seeds=None, total_updates=None, task: str = "knights_knaves") -> list[RunConfig]:
+def sweep_configs(profile: str = "auto", seeds=None, total_updates=None,
+                  task: str = "knights_knaves") -> list[RunConfig]:
     """The chapter's sweep on a task (`experiments.lopti_sweep` or `lopti_arithmetic_sweep`), optionally with other
     seeds or a shorter budget."""
     if task not in SWEEPS:
