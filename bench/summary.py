@@ -107,7 +107,9 @@ def check_exports(d):
 def trl_chapter1(d):
     for backend in ("rlbook", "trl"):
         row = d["summary"][backend]
-        yield (f"{backend}: final greedy {g(row['final_greedy'])} +- {g(row['final_greedy_se'])} over "
+        kind, key = ("score (mean of the last 3 evaluations)", "score") if "score" in row else ("final greedy",
+                                                                                               "final_greedy")
+        yield (f"{backend}: {kind} {g(row[key])} +- {g(row[key + '_se'])} over "
                f"{len(row['runs'])} seeds, {g(row['s_per_update'])} s per update, {g(row['wall_time_s'])} s per run")
     c = d["summary"]["comparison"]
     yield (f"rlbook - TRL: {g(c['accuracy_gap'])} (2 s.e. {g(c['two_se'])}); rlbook {g(c['speedup_per_update'])}x "

@@ -8,9 +8,10 @@
 (rlbook.chapters.backends.trl_config: rlbook's engine options at their defaults, as TRL runs its own generation and
 forward) and, with `--backends rlbook`, with rlbook's trainer into <store>/01_grpo; `--updates` shortens both runs
 (default: the chapter's budget). `report` reads both backends' runs of the same seeds (current code only) and records
-for each the final greedy accuracy (mean and standard error over seeds), the median seconds per update (generation
-and update, evaluations excluded: rlbook's update_s + sample_s, TRL's update_s) and the wall time per run, both from
-the runs' own clocks, and their ratios, with the load average of the machine when the report was made.
+for each the score (greedy accuracy, the mean of a run's last 3 evaluations; mean and standard error over seeds), the
+median seconds per update (generation and update, evaluations excluded: rlbook's update_s + sample_s, TRL's update_s)
+and the wall time per run, both from the runs' own clocks, and their ratios, with the load average of the machine when
+the report was made.
 """
 from __future__ import annotations
 
@@ -40,7 +41,9 @@ def rlbook_config(seed: int, updates: int | None = None):
 
 def per_run(run) -> dict:
     rows = run.metrics
-    return {"run": str(run.path), "final_greedy": rows[-1]["eval_greedy_acc"], "base_greedy": rows[0]["eval_greedy_acc"],
+    from rlbook import stats
+
+    return {"run": str(run.path), "score": stats.score(run), "base_greedy": stats.base_score(run),
             "s_per_update": statistics.median(r["update_s"] + r.get("sample_s", 0.0) for r in rows[1:]),
             "wall_time_s": run.meta["wall_time_s"],
             "device": run.meta["device"], "git_commit": run.meta["git_commit"]}
@@ -60,19 +63,19 @@ def report(store_root: str, seeds: list[int], updates: int | None) -> dict:
         if missing:
             raise SystemExit(f"{backend}: no finished run of seeds {missing} in {store.root} (train them first)")
         rows = [per_run(run) for run in runs]
-        final, se = mean_se([r["final_greedy"] for r in rows])
-        table[backend] = {"runs": rows, "final_greedy": final, "final_greedy_se": se,
+        score, se = mean_se([r["score"] for r in rows])
+        table[backend] = {"runs": rows, "score": score, "score_se": se,
                           "s_per_update": statistics.median(r["s_per_update"] for r in rows),
                           "wall_time_s": statistics.median(r["wall_time_s"] for r in rows)}
-    gap = table["rlbook"]["final_greedy"] - table["trl"]["final_greedy"]
+    gap = table["rlbook"]["score"] - table["trl"]["score"]
     table["comparison"] = {
         "accuracy_gap": gap,
-        "two_se": 2 * (table["rlbook"]["final_greedy_se"] ** 2 + table["trl"]["final_greedy_se"] ** 2) ** 0.5,
+        "two_se": 2 * (table["rlbook"]["score_se"] ** 2 + table["trl"]["score_se"] ** 2) ** 0.5,
         "speedup_per_update": table["trl"]["s_per_update"] / table["rlbook"]["s_per_update"],
         "speedup_wall": table["trl"]["wall_time_s"] / table["rlbook"]["wall_time_s"]}
     for backend in ("rlbook", "trl"):
         t = table[backend]
-        print(f"{backend:<7} final greedy {t['final_greedy']:.3f} +- {t['final_greedy_se']:.3f}  "
+        print(f"{backend:<7} score (greedy, mean of the last 3 evaluations) {t['score']:.3f} +- {t['score_se']:.3f}  "
               f"{t['s_per_update']:.3f} s/update  {t['wall_time_s']:.0f} s/run")
     c = table["comparison"]
     print(f"rlbook - trl: {c['accuracy_gap']:+.3f} (2 s.e. {c['two_se']:.3f}); rlbook is {c['speedup_per_update']:.2f}x "
