@@ -5,7 +5,7 @@ import pytest
 matplotlib.use("Agg")
 
 from rlbook.config import RunConfig
-from rlbook.chapters.backends import TRL_EXPERIMENT, backends_figure, mean_band, trl_config
+from rlbook.chapters.backends import TRL_EXPERIMENT, backends_figure, mean_band, score_table, trl_config
 from rlbook.experiments import grpo_from_scratch
 from rlbook.runs import RunStore
 from rlbook.trl_backend import ENGINE_OPTIONS
@@ -41,3 +41,12 @@ def test_figure_draws_each_trainer_as_a_mean_with_its_standard_error(tmp_path):
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
     assert labels == ["rlbook's trainer (2 seeds, mean +- s.e.)", "TRL's GRPOTrainer (2 seeds, mean +- s.e.)"]
     assert accuracy.get_xlabel() == "model updates" and accuracy.get_title() and accuracy.get_ylabel()
+
+
+def test_score_table_gives_each_trainer_its_seeds_score_and_gain(tmp_path):
+    rlbook_runs = [stored(tmp_path / "a", grpo_from_scratch("smoke", s), [0.2, 0.5, 0.5, 0.5]) for s in (0, 1)]
+    trl_runs = [stored(tmp_path / "b", trl_config("smoke", s), [0.2, 0.3, 0.3, 0.3 + 0.3 * s]) for s in (0, 1)]
+    lines = score_table(rlbook_runs, trl_runs).splitlines()
+    assert lines[0] == "| trainer | seeds | score (greedy) | gain over the base |"
+    assert lines[2] == "| rlbook's trainer | 0, 1 | 0.500 ± 0.000 | +0.300 ± 0.000 |"
+    assert lines[3] == "| TRL's GRPOTrainer | 0, 1 | 0.350 ± 0.050 | +0.150 ± 0.050 |"  # last-3 means 0.3, 0.4

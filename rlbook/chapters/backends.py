@@ -6,9 +6,11 @@ from dataclasses import fields
 import matplotlib.pyplot as plt
 import numpy as np
 
+from .. import stats
 from ..config import RunConfig
 from ..experiments import grpo_from_scratch
 from ..trl_backend import ENGINE_OPTIONS
+from . import tables
 from .style import axis_label, legend_below, title
 
 TRL_EXPERIMENT = "01_grpo_trl"
@@ -49,3 +51,13 @@ def backends_figure(rlbook_runs, trl_runs, metrics=("eval_greedy_acc", "reward")
         smoothed = "" if metric.startswith("eval") or window == 1 else f"\n(average of the last {window} updates)"
         ax.set(title=title(metric) + smoothed, xlabel="model updates", ylabel=axis_label(metric))
     return legend_below(fig, axes, ncols=2)
+
+
+def score_table(rlbook_runs, trl_runs) -> str:
+    """Markdown: each trainer's score (mean of the last 3 evaluations) and its gain over the base, over its seeds."""
+    seeds = lambda runs: ", ".join(str(r.config.seed) for r in runs)
+    score = tables.over_seeds(stats.score, tables.plus_minus())
+    gain = tables.over_seeds(lambda r: stats.score(r) - stats.base_score(r), tables.plus_minus(sign="+"))
+    return tables.score_table({("rlbook's trainer", seeds(rlbook_runs)): rlbook_runs,
+                               ("TRL's GRPOTrainer", seeds(trl_runs)): trl_runs},
+                              {"score (greedy)": score, "gain over the base": gain}, ("trainer", "seeds"))
