@@ -94,8 +94,12 @@ def static_sampling(d):
 
 def vs_trl(d):
     for system, row in d["summary"].items():
-        yield (f"{system}: {g(row['s_per_update'])} s per update ({g(row['cpu_s_per_update'])} CPU s), greedy "
-               f"{g(row['base_greedy'])} -> {g(row['final_greedy'])}")
+        if "speedup" in row:  # a comparison of two systems
+            yield (f"{system.replace('_vs_', ' vs ')}: {g(row['speedup'])}x per update ({g(row['cpu_speedup'])}x in CPU "
+                   f"time), accuracy gap {g(row['accuracy_gap'])} (2 s.e. {g(row['two_se'])})")
+        else:
+            yield (f"{system}: {g(row['s_per_update'])} s per update ({g(row['cpu_s_per_update'])} CPU s), greedy "
+                   f"{g(row['base_greedy'])} -> {g(row['final_greedy'])}")
 
 
 def check_exports(d):
