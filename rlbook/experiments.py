@@ -145,6 +145,26 @@ def slow_drift_sweep(profile: str = "auto") -> list[RunConfig]:
                        SLOW_DRIFT_ON_POLICY, "02_slow_drift")
 
 
+# Prosperity before collapse over a long horizon (chapter 2): no trust region at the slow-drift rung's staleness and
+# rate, three times the budget, with no gradient-norm clipping (the paper's collapse is an unbounded update). Pilot
+# collapse-long (bench/results/pilots/): seed 0 rose 0.46 -> 0.62, fell to 0.42 when one gradient spiked and the stale
+# batches' M2 jumped, then recovered.
+COLLAPSE_LONG_UPDATES_FACTOR = 3
+UNCLIPPED_GRAD_NORM = 1e9
+
+
+def collapse_long_sweep(profile: str = "auto") -> list[RunConfig]:
+    """Chapter 2: no trust region at the slow-drift rung, 3x longer, no gradient-norm clipping (02_collapse_long)."""
+    profile = resolve_profile(profile)
+    lr = SLOW_DRIFT_LR_FACTOR * BASE[profile]["lr"]
+    staleness = SLOW_DRIFT_STALENESS_FACTOR * max(STALENESS[profile])
+    updates = COLLAPSE_LONG_UPDATES_FACTOR * {**BASE[profile], **STALE_BUDGET.get(profile, {})}["total_updates"]
+    return [stale_run(profile, "no_clip", staleness, seed, lr=lr, total_updates=updates,
+                      max_grad_norm=UNCLIPPED_GRAD_NORM, experiment="02_collapse_long",
+                      name=f"no_clip-s{staleness}-lr{lr:.3g}-u{updates}-noclipnorm-{profile}-seed{seed}")
+            for seed in DECISIVE_SEEDS[profile]]
+
+
 # The drift ladder (chapters 2-3): rungs of drift per update, set by the learning rate as a factor of the profile's.
 # At each rung the staleness is the profile's largest times 1 / factor (the same lr x lag on every rung) and the run
 # is longer where a smaller rate needs more updates for on-policy GRPO to learn as much (pilot ladder-slow,
@@ -300,6 +320,7 @@ def semi_online_sweep(profile: str = "auto") -> list[RunConfig]:
 SWEEPS = {"grpo": lambda p: [grpo_from_scratch(p, s) for s in DECISIVE_SEEDS[resolve_profile(p)]],
           "staleness": staleness_sweep, "fast_drift": fast_drift_sweep, "slow_drift": slow_drift_sweep,
           "drift_ladder": drift_ladder_sweep, "m2po_variants": m2po_variants_sweep,
+          "collapse_long": collapse_long_sweep,
           "lopti_arithmetic": lopti_arithmetic_sweep,
           "tau": tau_sweep, "lopti": lopti_sweep, "router_replay": router_replay_sweep,
           "semi_online": semi_online_sweep}
