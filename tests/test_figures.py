@@ -242,3 +242,15 @@ def test_the_page_sizes_the_figures_are_laid_out_for_are_the_books():
 
     css = (Path(__file__).resolve().parent.parent / "book" / "_static" / "rlbook.css").read_text()
     assert re.search(r"html\s*\{\s*font-size:\s*(\d+)px", css)[1] == str(style.BODY_PX)
+
+
+def test_an_explorers_long_title_is_broken_into_lines_that_fit_the_column():
+    from rlbook.chapters.explorer import TITLE_CHARACTERS, wrap_title
+
+    long = {"data": [], "layout": {"title": {"text": "Greedy accuracy on the held-out problems: " + "seeds 0-4; " * 8},
+                                   "height": 400}}
+    lines = wrap_title(long)["layout"]["title"]["text"].split("<br>")
+    assert len(lines) > 1 and all(len(line) <= TITLE_CHARACTERS for line in lines)
+    assert wrap_title(long)["layout"]["height"] == 400 and "<br>" not in long["layout"]["title"]["text"]
+    short = {"data": [], "layout": {"title": {"text": "Reward"}}}
+    assert wrap_title(short) == short

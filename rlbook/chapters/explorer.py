@@ -14,6 +14,7 @@ import itertools
 import json
 import math
 import os
+import textwrap
 import uuid
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -78,6 +79,18 @@ class Control:
                           description=self.label)
 
 
+TITLE_CHARACTERS = 60  # a Plotly title wider than the page column is cut at both ends, not wrapped
+
+
+def wrap_title(figure: dict) -> dict:
+    """The figure with its title broken into lines of at most TITLE_CHARACTERS (Plotly wraps only at <br>)."""
+    text = figure.get("layout", {}).get("title", {}).get("text")
+    if not text or len(text) <= TITLE_CHARACTERS:
+        return figure
+    title = {**figure["layout"]["title"], "text": "<br>".join(textwrap.wrap(text, TITLE_CHARACTERS))}
+    return {**figure, "layout": {**figure["layout"], "title": title}}
+
+
 @dataclass
 class Explorer:
     """A figure with controls: `view(**choice)` is the Plotly figure ({data, layout}) of one choice, None when there
@@ -96,12 +109,12 @@ class Explorer:
         for values in itertools.product(*(c.options for c in self.controls)):
             figure = self.view(**{c.name: v for c, v in zip(self.controls, values)})
             if figure is not None:
-                views["|".join(str(v) for c, v in zip(self.controls, values) if c.in_page)] = figure
+                views["|".join(str(v) for c, v in zip(self.controls, values) if c.in_page)] = wrap_title(figure)
         return views
 
     def _layout(self) -> dict:
-        return {"font": FONT, "margin": {"t": 60, "l": 70, "r": 20, "b": 60}, "height": 460,
-                "legend": {"orientation": "h", "y": -0.22}, "template": None, **self.layout}
+        return {"font": FONT, "margin": {"t": 84, "l": 70, "r": 20, "b": 90}, "height": 480,
+                "legend": {"orientation": "h", "y": -0.3}, "template": None, **self.layout}
 
     def _repr_html_(self) -> str:
         """The in-page figure: every view stored in the page, shown by explorer.js as the controls move."""
