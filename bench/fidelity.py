@@ -79,7 +79,7 @@ def main() -> None:
         print(verdicts.markdown(rows) if rows else "no runs")
         summary.append(chapter_row(title, rows, made))
         tables[title] = {"experiment": experiment, "runs": len(runs), "current": bool(current),
-                         "superseded": len(every) - len(current), "signatures": [dataclasses.asdict(s) for s in rows]}
+                         "superseded": len(every) - len(runs), "signatures": [dataclasses.asdict(s) for s in rows]}
     path = save_result("fidelity", "references", {"root": args.root, "chapters": tables})
     table = ["| chapter | verdicts | reproduced | not reproduced | runs |", "|---|---|---|---|---|", *summary]
     for readme in args.readme:

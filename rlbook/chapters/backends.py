@@ -11,6 +11,7 @@ from ..config import RunConfig
 from ..experiments import grpo_from_scratch
 from ..trl_backend import ENGINE_OPTIONS
 from . import tables
+from .verdicts import gain
 from .style import axis_label, legend_below, title
 
 TRL_EXPERIMENT = "01_grpo_trl"
@@ -56,8 +57,7 @@ def backends_figure(rlbook_runs, trl_runs, metrics=("eval_greedy_acc", "reward")
 def score_table(rlbook_runs, trl_runs) -> str:
     """Markdown: each trainer's score (mean of the last 3 evaluations) and its gain over the base, over its seeds."""
     seeds = lambda runs: ", ".join(str(r.config.seed) for r in runs)
-    score = tables.over_seeds(stats.score, tables.plus_minus())
-    gain = tables.over_seeds(lambda r: stats.score(r) - stats.base_score(r), tables.plus_minus(sign="+"))
+    columns = {"score (greedy)": tables.over_seeds(stats.score, tables.plus_minus()),
+               "gain over the base": tables.over_seeds(gain, tables.plus_minus(sign="+"))}
     return tables.score_table({("rlbook's trainer", seeds(rlbook_runs)): rlbook_runs,
-                               ("TRL's GRPOTrainer", seeds(trl_runs)): trl_runs},
-                              {"score (greedy)": score, "gain over the base": gain}, ("trainer", "seeds"))
+                               ("TRL's GRPOTrainer", seeds(trl_runs)): trl_runs}, columns, ("trainer", "seeds"))
