@@ -26,7 +26,7 @@ def synthetic_rows(staleness, acc, clip, mask, rewards):
         lag = u - 1 if u <= staleness + 4 else staleness + (u - 1) % 4  # the trainer's FIFO, 4 updates per batch
         row = {"update": u, "policy_lag": lag, "reward": rewards(u - 1 - lag), "clip_frac": clip, "mask_frac": mask,
                "entropy": 1.0, "entropy_clipped": 2.0 if clip else None, "entropy_masked": 3.0 if mask else None,
-               "entropy_kept": 0.5, "m2": 0.1 * u, "m2_kept": 0.01 * u, "tr_frac": 0.3,
+               "entropy_kept": 0.5, "m2": 0.1 * u, "m2_kept": 0.01 * u, "tr_frac": 0.3, "grad_norm": float(u),
                "ratio_bins": {"edges": EDGES, "count": [4, 0, 0, 0, 2, 2, 0, 0, 0],
                               "entropy": [0.2, None, None, None, 1.0, 2.0, None, None, None]}}
         if u % 12 == 0:
@@ -126,6 +126,18 @@ def test_accuracy_figures(sweep):
     fig = staleness.prosperity_before_collapse(run_groups.select(runs, "no_clip", "max"))
     assert [len(visible_lines(ax)) for ax in fig.axes] == [3, 3]  # two seeds (thin) and their mean per panel
     assert [len(ax.lines) for ax in fig.axes] == [4, 4]  # + the mean's best point, starred
+
+
+def test_collapse_anatomy_draws_each_run_per_block_of_updates(sweep):
+    runs, _ = sweep
+    fig = staleness.collapse_anatomy(run_groups.select(runs, "no_clip", "max"), block=10)
+    accuracy, grad_norm, m2 = fig.axes
+    assert [len(ax.lines) for ax in fig.axes] == [2, 2, 2]  # one line per run (seed) in each panel
+    assert list(grad_norm.lines[0].get_ydata()) == [10.0, 20.0, 24.0]  # the largest per block of 10 of 24 updates
+    assert list(m2.lines[0].get_xdata()) == [10, 20, 24]
+    assert m2.lines[0].get_ydata()[0] == pytest.approx(0.55)  # the mean of 0.1 ... 1.0
+    assert grad_norm.get_yscale() == m2.get_yscale() == "log"
+    assert list(accuracy.lines[1].get_ydata()) == [0.3, 0.45, 0.0]
 
 
 def test_final_vs_m2_places_each_setting_at_its_measured_drift(sweep):

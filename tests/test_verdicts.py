@@ -106,6 +106,25 @@ def test_a_noisy_plateau_is_neither_prosperity_nor_collapse(tmp_path):
     assert (rise.verdict, fall.verdict) == (stats.NOT_REPRODUCED, stats.NOT_REPRODUCED)
 
 
+def test_a_collapse_counts_even_when_the_run_recovers(tmp_path):
+    """Rise to 0.7, fall to 0.4, recover to 0.72: the final score hides the fall, the deepest fall does not."""
+    curve = [0.5, 0.6, 0.7, 0.7, 0.7, 0.5, 0.4, 0.4, 0.4, 0.6, 0.72, 0.72, 0.72]
+    runs = [make_run(tmp_path, f"c{i}", [v + i / 200 for v in curve], objective="no_clip", staleness=96, seed=i)
+            for i in range(3)]
+    assert verdicts.deepest_fall(runs[0]) == pytest.approx(0.3)
+    assert verdicts.smoothed_peak(runs[0]) == stats.score(runs[0])  # best window minus the final one sees no fall
+    rise, fall = verdicts.long_collapse_signatures(runs)
+    assert "s=96" in rise.claim and (rise.verdict, fall.verdict) == (stats.REPRODUCED, stats.REPRODUCED)
+
+
+def test_a_fall_from_the_start_is_a_collapse_without_prosperity(tmp_path):
+    runs = [make_run(tmp_path, f"f{i}", [0.5, 0.5, 0.49, 0.3, 0.2, 0.1, 0.1 + i / 100, 0.1], objective="no_clip",
+                     staleness=48, seed=i) for i in range(3)]
+    rise, fall = verdicts.collapse_signatures(runs, 48)
+    assert (rise.verdict, fall.verdict) == (stats.NOT_REPRODUCED, stats.REPRODUCED)
+    assert verdicts.long_collapse_signatures([])[0].verdict == "no runs"
+
+
 @pytest.mark.parametrize("near, far, expected", [(0.2, 1.0, stats.REPRODUCED), (1.0, 0.2, stats.NOT_REPRODUCED)])
 def test_entropy_signature(tmp_path, near, far, expected):
     runs = []

@@ -14,7 +14,7 @@ from .. import stats
 from ..experiments import DEFAULT_TAU
 from .run_groups import COLORS, ORDER, aggregate, band, finish, group_runs, mean_of, run_label, setting, smooth
 from . import tables
-from .style import axis_label, title
+from .style import axis_label, plain_log_ticks, title
 
 def batch_rewards(run):
     """(update of the sampling policy, mean reward) per rollout batch: a stale batch's reward measures the policy
@@ -154,6 +154,28 @@ def prosperity_before_collapse(runs, metric: str = "eval_greedy_acc", window: in
         low, high = ax.get_ylim()
         ax.set_ylim(low, high + 0.15 * len(groups) * (high - low))
     return finish(fig, axes, ncols=3)
+
+
+def collapse_anatomy(runs, block: int = 25):
+    """What happens in a collapse, one colour per run: greedy accuracy, the largest gradient norm and the mean M2 of
+    the trained batches per block of `block` updates, on one axis of updates (M2PO Figs. 1-2 show the accuracy)."""
+    fig, axes = plt.subplots(3, 1, figsize=(7.5, 10), sharex=True)
+    for k, run in enumerate(sorted(runs, key=lambda r: r.config.seed)):
+        color = plt.get_cmap("tab10")(k % 10)
+        axes[0].plot(*run.series("eval_greedy_acc"), color=color, lw=1.8, label=f"seed {run.config.seed}")
+        for ax, key, reduce in ((axes[1], "grad_norm", np.max), (axes[2], "m2", np.mean)):
+            x, y = run.series(key)
+            starts = range(0, len(y), block)
+            ax.plot([x[min(i + block, len(x)) - 1] for i in starts], [reduce(y[i:i + block]) for i in starts],
+                    color=color, lw=1.4)
+    axes[0].set(title="Greedy accuracy of each run (update 0: the base model)", ylabel=axis_label("eval_greedy_acc"))
+    axes[1].set(title=f"Largest gradient norm per {block} updates (before any clipping)", ylabel="gradient norm",
+                yscale="log")
+    axes[2].set(title=f"Mean M2 of the trained batches per {block} updates", ylabel="M2 (mean sq. log-ratio)",
+                yscale="log", xlabel="model updates")
+    for ax in axes[1:]:
+        plain_log_ticks(ax, minor=False)
+    return finish(fig, axes, ncols=5)
 
 
 def staleness_explorer(runs, metrics=("eval_greedy_acc", "eval_sampled_acc", "reward", "clip_frac", "entropy")):

@@ -206,10 +206,11 @@ def legend_below(fig, axes, ncols: int | None = None):
     return fig
 
 
-def plain_log_ticks(ax) -> None:
-    """Tick labels of a log-scaled y axis as plain numbers (1.2, not 1.2 x 10^0)."""
-    from matplotlib.ticker import FuncFormatter
+def plain_log_ticks(ax, minor: bool = True) -> None:
+    """Tick labels of a log-scaled y axis as plain numbers (1.2, not 1.2 x 10^0); minor=False labels only the
+    decades (for an axis spanning several, whose minor labels would overlap)."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
 
     label = FuncFormatter(lambda value, _: f"{value:g}")
     ax.yaxis.set_major_formatter(label)
-    ax.yaxis.set_minor_formatter(label)
+    ax.yaxis.set_minor_formatter(label if minor else NullFormatter())

@@ -17,9 +17,9 @@ from .run_groups import group_runs, select, variant
 
 MATCH_BOUND = 0.03  # two accuracies "match" when the 2-s.e. interval of their difference lies inside +-0.03
 # "Prosperity, then collapse" in accuracy: a rise of more than 0.05 above the base, then a fall of more than 0.08
-# below the peak. The peak is the best mean of 3 consecutive evaluations, which noise biases upward (the best of ~15
-# noisy windows sits about one evaluation standard error, ~0.013, above the true curve), so small rises and dips
-# are not taken for the paper's effect.
+# below an earlier high. Both compare means of 3 consecutive evaluations; the best (or deepest) of ~15 noisy windows
+# sits about one evaluation standard error, ~0.013, beyond the true curve, so small rises and dips are not taken for
+# the paper's effect.
 PROSPERITY_RISE, COLLAPSE_FALL = 0.05, 0.08
 
 
@@ -49,11 +49,22 @@ def clip_share(run) -> float:
     return token_share(run, "clip_frac_low") + token_share(run, "clip_frac_high")
 
 
+def window_means(run, metric: str = "eval_greedy_acc", window: int = 3) -> list[float]:
+    """The mean of every `window` consecutive evaluations, in order."""
+    values = stats.evaluations(run, metric)[1]
+    return [statistics.fmean(values[i:i + window]) for i in range(max(len(values) - window + 1, 1))]
+
+
 def smoothed_peak(run, metric: str = "eval_greedy_acc", window: int = 3) -> float:
     """The best mean of `window` consecutive evaluations (less biased upward than the best single evaluation)."""
-    values = stats.evaluations(run, metric)[1]
-    spans = [values[i:i + window] for i in range(max(len(values) - window + 1, 1))]
-    return max(statistics.fmean(span) for span in spans)
+    return max(window_means(run, metric, window))
+
+
+def deepest_fall(run, metric: str = "eval_greedy_acc", window: int = 3) -> float:
+    """The largest drop of the `window`-evaluation mean below an earlier one: a collapse shows here even when the
+    run recovers before its end (the final score alone would hide it)."""
+    means = window_means(run, metric, window)
+    return max(max(means[:j + 1]) - means[j] for j in range(len(means)))
 
 
 def difference(a, b, quantity=stats.score) -> stats.Estimate:
@@ -99,17 +110,7 @@ def staleness_signatures(runs) -> list[Signature]:
     out.append(_better(f"a. GRPO gets worse with staleness (s=0 vs s={top})",
                        papers.M2PO_STALENESS_COST.text, grpo0, grpo_top,
                        f"greedy score s=0 minus s={top}"))
-    claim = f"b. Without a trust region, s={top} first rises (prosperity) ..."
-    paper = papers.M2PO_PROSPERITY.text
-    if free_top:
-        rise = per_seed(free_top, lambda r: smoothed_peak(r) - stats.base_score(r))
-        fall = per_seed(free_top, lambda r: smoothed_peak(r) - stats.score(r))
-        out.append(Signature(claim, paper, f"best 3-evaluation mean minus base: {rise} (counts above "
-                             f"{PROSPERITY_RISE})", stats.verdict(rise, +1, PROSPERITY_RISE)))
-        out.append(Signature("b. ... then collapses", paper, f"best 3-evaluation mean minus final score: {fall} "
-                             f"(counts above {COLLAPSE_FALL})", stats.verdict(fall, +1, COLLAPSE_FALL)))
-    else:
-        out.append(_missing(claim, paper))
+    out += collapse_signatures(free_top, top)
     out.append(_better(f"e. M2PO at s={top} beats GRPO at s={top}", papers.M2PO_BEATS_STALE_GRPO.text, m2po_top,
                        grpo_top,
                        "score difference"))
@@ -123,6 +124,26 @@ def staleness_signatures(runs) -> list[Signature]:
     else:
         out.append(_missing(claim, paper))
     return out
+
+
+def collapse_signatures(free_runs, staleness: int) -> list[Signature]:
+    """Signature b (M2PO Figs. 1-2): runs without a trust region at staleness s first rise above the base, then
+    fall (the deepest fall of the 3-evaluation mean below an earlier one, whether or not the run recovers)."""
+    claim, paper = f"b. Without a trust region, s={staleness} first rises (prosperity) ...", papers.M2PO_PROSPERITY.text
+    if not free_runs:
+        return [_missing(claim, paper)]
+    rise = per_seed(free_runs, lambda r: smoothed_peak(r) - stats.base_score(r))
+    fall = per_seed(free_runs, deepest_fall)
+    return [Signature(claim, paper, f"best 3-evaluation mean minus base: {rise} (counts above {PROSPERITY_RISE})",
+                      stats.verdict(rise, +1, PROSPERITY_RISE)),
+            Signature("b. ... then collapses", paper, f"deepest fall of the 3-evaluation mean below an earlier one: "
+                      f"{fall} (counts above {COLLAPSE_FALL})", stats.verdict(fall, +1, COLLAPSE_FALL))]
+
+
+def long_collapse_signatures(runs) -> list[Signature]:
+    """Signature b over a long horizon (experiments.collapse_long_sweep): no trust region only."""
+    free = [r for r in runs if r.config.objective == "no_clip"]
+    return collapse_signatures(free, max((r.config.staleness for r in free), default=0))
 
 
 def clip_mask_signatures(runs) -> list[Signature]:
