@@ -210,6 +210,16 @@ class RunStore:
                 if p.parent.parent.name != "warmstart" and not p.parent.name.startswith(".")]
         return [run for run in runs if run.current] if current_only else runs
 
+    def as_shown(self, experiment: str) -> list[Run]:
+        """The finished runs of an experiment as the book shows them: per setting (`settings`), the run made by this
+        code, else one made by older code (`lookup` applies the same rule to the configs a chapter asks for)."""
+        chosen: dict[str, Run] = {}
+        for run in self.runs(experiment):
+            key = settings(run.config)
+            if run.complete and (key not in chosen or (run.current and not chosen[key].current)):
+                chosen[key] = run
+        return list(chosen.values())
+
     def result_set(self, experiment: str, name: str) -> ResultSet:
         """The result set `<experiment>/<name>` (its folder is made when a first result is stored)."""
         return ResultSet(self.root / experiment / name)

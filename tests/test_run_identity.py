@@ -74,6 +74,17 @@ def test_a_run_with_other_settings_is_not_superseded(tmp_path, monkeypatch):
     assert store.superseded(config) == []
 
 
+def test_as_shown_prefers_this_codes_run_and_falls_back_to_an_older_one(tmp_path, monkeypatch):
+    store, config = RunStore(tmp_path), RunConfig(**TINY)
+    old_seed0 = stored_by_older_code(store, config, monkeypatch)
+    old_seed1 = stored_by_older_code(store, config.replace(seed=1), monkeypatch)
+    assert {r.path for r in store.as_shown("t")} == {old_seed0.path, old_seed1.path}
+    new_seed0 = store.create(config)
+    assert {r.path for r in store.as_shown("t")} == {old_seed0.path, old_seed1.path}  # unfinished: not shown
+    new_seed0.update_meta(complete=True, training_version=TRAINING_VERSION)
+    assert {r.path for r in store.as_shown("t")} == {new_seed0.path, old_seed1.path}
+
+
 @pytest.mark.parametrize("profile", ["smoke", "cpu"])
 def test_the_tau_sweep_reuses_the_staleness_sweeps_m2po_runs_at_the_default_tau(profile):
     from rlbook.experiments import DECISIVE_SEEDS, DEFAULT_TAU, STALENESS, TAUS, stale_run, staleness_sweep, tau_sweep
