@@ -290,10 +290,10 @@ def router_replay_signatures(runs) -> list[Signature]:
             out.append(Signature(claim, paper, f"mean over updates {a.mean:.2e} without, {b.mean:.2e} with R3; "
                                  f"difference {(a - b).mean:.2e} ± {(a - b).se:.2e} (n={(a - b).n})",
                                  stats.verdict(a - b)))
-        d, fall = difference(r3, grpo), difference(grpo, r3, lambda r: smoothed_peak(r) - stats.score(r))
+        d, fall = difference(r3, grpo), difference(grpo, r3, deepest_fall)
         out.append(Signature(*claims[2], f"score difference {d}; no worse = above -{MATCH_BOUND}",
                              stats.verdict(d, +1, -MATCH_BOUND)))
-        out.append(Signature(*claims[3], f"best 3-evaluation mean minus score, without minus with R3: {fall}",
+        out.append(Signature(*claims[3], f"deepest fall of the 3-evaluation mean, without minus with R3: {fall}",
                              stats.verdict(fall)))
     return out + [_better(f"R3 beats {o.upper()}", papers.R3_STABILITY.text, r3, by.get(o, []), "score difference")
                   for o in ("gspo", "tis")]
