@@ -115,6 +115,7 @@ def test_a_collapse_counts_even_when_the_run_recovers(tmp_path):
     assert verdicts.smoothed_peak(runs[0]) == stats.score(runs[0])  # best window minus the final one sees no fall
     rise, fall = verdicts.long_collapse_signatures(runs)
     assert "s=96" in rise.claim and (rise.verdict, fall.verdict) == (stats.REPRODUCED, stats.REPRODUCED)
+    assert "3 of 3 runs did both" in fall.observed
 
 
 def test_a_fall_from_the_start_is_a_collapse_without_prosperity(tmp_path):
@@ -122,6 +123,7 @@ def test_a_fall_from_the_start_is_a_collapse_without_prosperity(tmp_path):
                      staleness=48, seed=i) for i in range(3)]
     rise, fall = verdicts.collapse_signatures(runs, 48)
     assert (rise.verdict, fall.verdict) == (stats.NOT_REPRODUCED, stats.REPRODUCED)
+    assert "0 of 3 runs did both" in fall.observed
     assert verdicts.long_collapse_signatures([])[0].verdict == "no runs"
 
 

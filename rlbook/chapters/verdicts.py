@@ -132,12 +132,14 @@ def collapse_signatures(free_runs, staleness: int) -> list[Signature]:
     claim, paper = f"b. Without a trust region, s={staleness} first rises (prosperity) ...", papers.M2PO_PROSPERITY.text
     if not free_runs:
         return [_missing(claim, paper)]
-    rise = per_seed(free_runs, lambda r: smoothed_peak(r) - stats.base_score(r))
-    fall = per_seed(free_runs, deepest_fall)
+    rise_of = lambda r: smoothed_peak(r) - stats.base_score(r)
+    rise, fall = per_seed(free_runs, rise_of), per_seed(free_runs, deepest_fall)
+    both = sum(rise_of(r) > PROSPERITY_RISE and deepest_fall(r) > COLLAPSE_FALL for r in free_runs)
     return [Signature(claim, paper, f"best 3-evaluation mean minus base: {rise} (counts above {PROSPERITY_RISE})",
                       stats.verdict(rise, +1, PROSPERITY_RISE)),
             Signature("b. ... then collapses", paper, f"deepest fall of the 3-evaluation mean below an earlier one: "
-                      f"{fall} (counts above {COLLAPSE_FALL})", stats.verdict(fall, +1, COLLAPSE_FALL))]
+                      f"{fall} (counts above {COLLAPSE_FALL}); {both} of {len(free_runs)} runs did both",
+                      stats.verdict(fall, +1, COLLAPSE_FALL))]
 
 
 def long_collapse_signatures(runs) -> list[Signature]:
