@@ -212,11 +212,12 @@ class RunStore:
 
     def as_shown(self, experiment: str) -> list[Run]:
         """The finished runs of an experiment as the book shows them: per setting (`settings`), the run made by this
-        code, else one made by older code (`lookup` applies the same rule to the configs a chapter asks for)."""
+        code, else the one made by the newest older code. `lookup` answers the same question for the configs a
+        chapter asks for, by hash first (so a run of this code with another engine is not taken for its config)."""
         chosen: dict[str, Run] = {}
         for run in self.runs(experiment):
             key = settings(run.config)
-            if run.complete and (key not in chosen or (run.current and not chosen[key].current)):
+            if run.complete and (key not in chosen or run.training_version > chosen[key].training_version):
                 chosen[key] = run
         return list(chosen.values())
 

@@ -7,6 +7,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import NullFormatter  # noqa: E402
 import pytest  # noqa: E402
 
 from rlbook import stats  # noqa: E402
@@ -137,6 +138,10 @@ def test_collapse_anatomy_draws_each_run_per_block_of_updates(sweep):
     assert list(m2.lines[0].get_xdata()) == [10, 20, 24]
     assert m2.lines[0].get_ydata()[0] == pytest.approx(0.55)  # the mean of 0.1 ... 1.0
     assert grad_norm.get_yscale() == m2.get_yscale() == "log"
+    labelled = lambda ax: not isinstance(ax.yaxis.get_minor_formatter(), NullFormatter)
+    assert labelled(grad_norm) and labelled(m2)  # under a decade: only the minor ticks can carry labels
+    finer = staleness.collapse_anatomy(run_groups.select(runs, "no_clip", "max"), block=2)
+    assert not labelled(finer.axes[1])  # 2 to 24: a decade tick inside, minor labels would crowd
     assert list(accuracy.lines[1].get_ydata()) == [0.3, 0.45, 0.0]
 
 

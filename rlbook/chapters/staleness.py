@@ -173,8 +173,9 @@ def collapse_anatomy(runs, block: int = 25):
                 yscale="log")
     axes[2].set(title=f"Mean M2 of the trained batches per {block} updates", ylabel="M2 (mean sq. log-ratio)",
                 yscale="log", xlabel="model updates")
-    for ax in axes[1:]:
-        plain_log_ticks(ax, minor=False)
+    for ax in axes[1:]:  # label the minor ticks only where the axis spans less than a decade
+        low, high = ax.get_ylim()
+        plain_log_ticks(ax, minor=bool(np.log10(high / low) < 1))
     return finish(fig, axes, ncols=5)
 
 
