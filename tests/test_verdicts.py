@@ -92,6 +92,10 @@ def test_lopti_signatures_on_arithmetic_name_math_variants_by_the_math_alpha(tmp
     table = verdicts.lopti_signatures(runs)
     assert table[0].claim == "GRPO learns arithmetic"
     assert table[1].claim == "ar beats GRPO" and "math" in table[1].paper and table[1].verdict != "no runs"
+    assert [s.claim for s in table[2:]] == ["lopti matches GRPO",  # the paper: Lopti adds nothing on math
+                                            "reversed Lopti (high-probability tokens first) does worse than Lopti"]
+    runs += seeds(tmp_path, "lopti", [0.5, 0.51, 0.49], task="arithmetic", lopti_eta=0.5)
+    assert verdicts.lopti_signatures(runs)[2].verdict == stats.REPRODUCED
     assert verdicts.lopti_signatures([], task="arithmetic")[0].claim == "GRPO learns arithmetic"
     with pytest.raises(ValueError, match="one task"):
         verdicts.lopti_signatures(runs + seeds(tmp_path, "kk", [0.5] * 3, task="knights_knaves"))
