@@ -20,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from record import save_result  # noqa: E402
 
 from rlbook.chapters import merging_verdicts, pma, verdicts  # noqa: E402
+from rlbook.chapters.run_groups import select  # noqa: E402
 from rlbook.runs import RunStore, reference_root  # noqa: E402
 
 
@@ -39,8 +40,10 @@ CHAPTERS = {
     "02 staleness (M2PO)": ("02_staleness", lambda runs: verdicts.staleness_signatures(sweep(runs))),
     "02 staleness at 2.8x the learning rate (fast drift)": ("02_fast_drift", verdicts.staleness_signatures),
     "02 staleness at half the learning rate, s up to 96 (slow drift)": ("02_slow_drift", verdicts.staleness_signatures),
-    "02 no trust region over 3x the updates, unclipped gradients (long horizon)": ("02_collapse_long",
-                                                                                   verdicts.long_collapse_signatures),
+    "02 no trust region over 3x the updates, unclipped gradients, LoRA (long horizon)": (
+        "02_collapse_long", lambda runs: verdicts.long_collapse_signatures(select(runs, finetune="lora"))),
+    "02 no trust region over 3x the updates, unclipped gradients, full fine-tuning (long horizon)": (
+        "02_collapse_long", lambda runs: verdicts.long_collapse_signatures(select(runs, finetune="full"))),
     "03 clip vs mask (M2PO)": ("02_staleness", lambda runs: verdicts.clip_mask_signatures(sweep(runs))
                                + verdicts.entropy_signature(sweep(runs))
                                + verdicts.tau_signatures(tau_runs(runs))),

@@ -260,8 +260,8 @@ SETS = {
     ],
     # Issue 24, prosperity before collapse: no trust region at the slow rung's largest staleness, three times longer
     # than the reference runs (which rose +0.16 and levelled off), with no gradient-norm clipping (does a collapse
-    # here need steps the clip at norm 1 would bound?); LoRA and full fine-tuning (full: a fifth of LoRA's rate, chapter 1's pilots
-    # found full fine-tuning at >= 2e-4 unstable)
+    # here need steps the clip at norm 1 would bound?); LoRA and full fine-tuning (full: a fifth of LoRA's rate,
+    # chapter 1's pilots found full fine-tuning at >= 2e-4 unstable)
     "collapse-long": lambda: [
         ("no_clip s96 lr2.5e-4 lora 2400 noclipnorm", ch2("no_clip", 96, lr=2.5e-4, total_updates=2400,
                                                          max_grad_norm=1e9, **KK_FAST)),

@@ -18,13 +18,13 @@ from rlbook.obtain import run_or_load
 from rlbook.runs import RunStore, reference_root
 
 # Verdicts first: chapter 1, the drift ladder's rungs at the half and the reference rate, chapter 4 where GRPO learns
-# (arithmetic), chapter 2's long no-trust-region runs, the ladder's quarter-rate rung (with the other two, the trend
-# verdict's three rungs), its fast rung, the M2PO variants, chapter 4 on K&K, the ladder's slowest rung (the
-# costliest: 3200 updates a run), then every other set. An entry is a sweep, or the ladder with the rungs it takes (by
-# the learning rate's factor over the reference rate).
-QUEUE = ("grpo", "slow_drift", ("drift_ladder", (0.5, 1.0)), "lopti_arithmetic", "collapse_long",
-         ("drift_ladder", (0.25, 2.0)), "m2po_variants", "lopti", ("drift_ladder", (0.125,)), "router_replay",
-         "semi_online", "staleness", "tau", "fast_drift")
+# (arithmetic), the ladder's quarter-rate rung (with the other two, the trend verdict's three rungs) and its fast
+# rung, chapter 2's long no-trust-region runs (LoRA, then full fine-tuning), the M2PO variants, chapter 4 on K&K, the
+# ladder's slowest rung (the costliest: 3200 updates a run), then every other set. An entry is a sweep, or the ladder
+# with the rungs it takes (by the learning rate's factor over the reference rate).
+QUEUE = ("grpo", "slow_drift", ("drift_ladder", (0.5, 1.0)), "lopti_arithmetic", ("drift_ladder", (0.25, 2.0)),
+         "collapse_long", "m2po_variants", "lopti", ("drift_ladder", (0.125,)), "router_replay", "semi_online",
+         "staleness", "tau", "fast_drift")
 
 
 def _rung_configs(rungs: tuple, profile: str) -> list:

@@ -147,23 +147,27 @@ def slow_drift_sweep(profile: str = "auto") -> list[RunConfig]:
 
 # Prosperity before collapse over a long horizon (chapter 2): no trust region at the slow-drift rung's staleness and
 # rate, three times the budget, with no gradient-norm clipping (every other run clips at norm 1, which binds on most
-# updates here: the pilot's median norm was 1.2-1.7; does a collapse at our scale need the unbounded step?). Pilot
-# collapse-long (bench/results/pilots/): seed 0 rose 0.46 -> 0.62, fell to 0.42 when one gradient spiked and the stale
-# batches' M2 jumped, then recovered.
+# updates here: the pilot's median norm was 1.2-1.7; does a collapse at our scale need the unbounded step?). Two
+# cells: LoRA, and full fine-tuning at a fifth of the rate (chapter 1's pilots found full fine-tuning at >= 2e-4
+# unstable). Pilots collapse-long (bench/results/pilots/), seed 0: LoRA rose 0.46 -> 0.62 and fell to 0.42 when one
+# gradient spiked and the stale batches' M2 jumped, then recovered; full fine-tuning rose to 0.66 and fell to 0.22.
 COLLAPSE_LONG_UPDATES_FACTOR = 3
+COLLAPSE_LONG_CELLS = {"lora": 1.0, "full": 0.2}  # finetune: learning rate as a factor of the slow-drift rung's
 UNCLIPPED_GRAD_NORM = 1e9
 
 
 def collapse_long_sweep(profile: str = "auto") -> list[RunConfig]:
-    """Chapter 2: no trust region at the slow-drift rung, 3x longer, no gradient-norm clipping (02_collapse_long)."""
+    """Chapter 2: no trust region at the slow-drift rung, 3x longer, no gradient-norm clipping, with LoRA and with
+    full fine-tuning (02_collapse_long)."""
     profile = resolve_profile(profile)
-    lr = SLOW_DRIFT_LR_FACTOR * BASE[profile]["lr"]
+    slow_lr = SLOW_DRIFT_LR_FACTOR * BASE[profile]["lr"]
     staleness = SLOW_DRIFT_STALENESS_FACTOR * max(STALENESS[profile])
     updates = COLLAPSE_LONG_UPDATES_FACTOR * {**BASE[profile], **STALE_BUDGET.get(profile, {})}["total_updates"]
-    return [stale_run(profile, "no_clip", staleness, seed, lr=lr, total_updates=updates,
-                      max_grad_norm=UNCLIPPED_GRAD_NORM, experiment="02_collapse_long",
-                      name=f"no_clip-s{staleness}-lr{lr:.3g}-u{updates}-noclipnorm-{profile}-seed{seed}")
-            for seed in DECISIVE_SEEDS[profile]]
+    return [stale_run(profile, "no_clip", staleness, seed, lr=slow_lr * factor, finetune=finetune,
+                      total_updates=updates, max_grad_norm=UNCLIPPED_GRAD_NORM, experiment="02_collapse_long",
+                      name=f"no_clip-s{staleness}-lr{slow_lr * factor:.3g}-u{updates}-noclipnorm"
+                           f"{'' if finetune == 'lora' else '-' + finetune}-{profile}-seed{seed}")
+            for finetune, factor in COLLAPSE_LONG_CELLS.items() for seed in DECISIVE_SEEDS[profile]]
 
 
 # The drift ladder (chapters 2-3): rungs of drift per update, set by the learning rate as a factor of the profile's.

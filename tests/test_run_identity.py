@@ -155,6 +155,21 @@ def test_the_drift_ladder_keeps_lr_times_staleness_and_reuses_the_existing_sets(
     assert len(shared) == sum(c.experiment != "02_drift_ladder" for c in runs)  # trained once, stored once
 
 
+@pytest.mark.parametrize("profile", ["smoke", "cpu"])
+def test_the_long_collapse_set_is_the_slow_rungs_no_trust_region_cell_longer_and_unclipped(profile):
+    from rlbook import experiments as ex
+
+    runs = ex.sweep("collapse_long", profile)
+    slow = {c.seed: c for c in ex.sweep("slow_drift", profile) if c.objective == "no_clip" and c.staleness}
+    assert len(runs) == len(ex.COLLAPSE_LONG_CELLS) * len(ex.DECISIVE_SEEDS[profile]) == len({c.hash() for c in runs})
+    for config in runs:
+        cell = slow[config.seed]
+        like = cell.replace(total_updates=ex.COLLAPSE_LONG_UPDATES_FACTOR * cell.total_updates, finetune=config.finetune,
+                            max_grad_norm=ex.UNCLIPPED_GRAD_NORM, lr=ex.COLLAPSE_LONG_CELLS[config.finetune] * cell.lr)
+        assert config.hash() == like.hash()  # nothing else differs
+    assert {c.finetune for c in runs} == {"lora", "full"} and {c.experiment for c in runs} == {"02_collapse_long"}
+
+
 def test_the_m2po_variants_and_arithmetic_lopti_sweeps():
     from rlbook import experiments as ex
 

@@ -131,7 +131,8 @@ def test_a_fall_before_any_rise_is_no_collapse_after_prosperity(tmp_path, curve)
     assert verdicts.deepest_fall(runs[0]) > 0.15 and verdicts.fall_after_rise(runs[0]) == 0.0
     rise, fall = verdicts.collapse_signatures(runs, 48)
     assert fall.verdict == stats.NOT_REPRODUCED and "0 of 3 runs rose, then fell" in fall.observed
-    assert verdicts.long_collapse_signatures([])[0].claim == "b. Without a trust region, a stale run first rises (prosperity) ..."
+    no_runs = verdicts.long_collapse_signatures([])[0]
+    assert no_runs.claim == "b. Without a trust region, a stale run first rises (prosperity) ..."
 
 
 @pytest.mark.parametrize("near, far, expected", [(0.2, 1.0, stats.REPRODUCED), (1.0, 0.2, stats.NOT_REPRODUCED)])

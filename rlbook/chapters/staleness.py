@@ -156,9 +156,10 @@ def prosperity_before_collapse(runs, metric: str = "eval_greedy_acc", window: in
     return finish(fig, axes, ncols=3)
 
 
-def collapse_anatomy(runs, block: int = 25):
+def collapse_anatomy(runs, block: int = 25, what: str = ""):
     """What happens in a collapse, one colour per run: greedy accuracy, the largest gradient norm and the mean M2 of
-    the trained batches per block of `block` updates, on one axis of updates (M2PO Figs. 1-2 show the accuracy)."""
+    the trained batches per block of `block` updates, on one axis of updates (M2PO Figs. 1-2 show the accuracy);
+    `what` names the runs in the first title (e.g. "LoRA")."""
     fig, axes = plt.subplots(3, 1, figsize=(7.5, 10), sharex=True)
     for k, run in enumerate(sorted(runs, key=lambda r: r.config.seed)):
         color = plt.get_cmap("tab10")(k % 10)
@@ -168,7 +169,8 @@ def collapse_anatomy(runs, block: int = 25):
             starts = range(0, len(y), block)
             ax.plot([x[min(i + block, len(x)) - 1] for i in starts], [reduce(y[i:i + block]) for i in starts],
                     color=color, lw=1.4)
-    axes[0].set(title="Greedy accuracy of each run (update 0: the base model)", ylabel=axis_label("eval_greedy_acc"))
+    axes[0].set(title=f"Greedy accuracy of each run{', ' + what if what else ''} (update 0: the base model)",
+                ylabel=axis_label("eval_greedy_acc"))
     axes[1].set(title=f"Largest gradient norm per {block} updates (before any clipping)", ylabel="gradient norm",
                 yscale="log")
     axes[2].set(title=f"Mean M2 of the trained batches per {block} updates", ylabel="M2 (mean sq. log-ratio)",
