@@ -69,6 +69,19 @@ def test_share_and_trend_when_m2po_recovers_more_at_smaller_drift(tmp_path):
     assert tokens.count("\n") == 4 and "2.00 ± 0.00%" in tokens and "1.00 ± 0.00%" in tokens
 
 
+def test_a_rung_whose_stale_runs_are_not_stored_yet_keeps_its_staleness(tmp_path):
+    class Asked(list):  # a RunSet: the stored runs, and the configs asked for
+        configs = []
+
+    runs = Asked(r for r in rung(tmp_path, 1e-4, 96, 2e-4, 0.6, 0.5, 0.55) if r.config.staleness == 0)
+    Asked.configs = [r.config for r in runs] + [r.config.replace(staleness=96, objective="m2po") for r in runs]
+    (partial,) = drift_ladder.rungs(runs)
+    assert partial.staleness == 96 and partial.grpo == [] and not partial.complete and len(partial.on_policy) == 3
+    one_seed = drift_ladder.Rung(1e-4, 96, partial.on_policy, partial.on_policy[:1], [], [])
+    row = drift_ladder.rung_table([one_seed]).splitlines()[-1].split(" | ")
+    assert row[5] == "0.600 (1 seed)" and row[6] == "–"  # GRPO at s: one seed, no standard error; M2PO: none
+
+
 def test_a_flat_share_is_no_trend_and_an_incomplete_rung_says_so(tmp_path):
     runs = (rung(tmp_path, 1e-3, 24, 1e-2, 0.60, 0.50, 0.55, jitter=(0.0, 0.03, -0.03))
             + rung(tmp_path, 5e-4, 48, 1e-3, 0.60, 0.50, 0.55, jitter=(0.0, 0.03, -0.03))

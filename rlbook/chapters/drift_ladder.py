@@ -63,11 +63,13 @@ class Rung:
 
 
 def rungs(runs) -> list[Rung]:
-    """The ladder's rungs present in runs, from the fastest drift (largest rate) to the slowest."""
+    """The ladder's rungs present in runs, from the fastest drift (largest rate) to the slowest. A rung's staleness is
+    the largest its configs ask for (a RunSet's): a rung whose stale runs are not stored yet shows them missing."""
+    asked = getattr(runs, "configs", None) or [r.config for r in runs]
     out = []
     for lr in sorted({r.config.lr for r in runs}, reverse=True):
         at = [r for r in runs if r.config.lr == lr]
-        staleness = max(r.config.staleness for r in at)
+        staleness = max(c.staleness for c in asked if c.lr == lr)
         out.append(Rung(lr, staleness, select(at, "grpo", 0), select(at, "grpo", staleness),
                         select(at, "m2po", staleness), select(at, "no_clip", staleness)))
     return out
@@ -233,14 +235,15 @@ def _estimate(runs, quantity, scale=1.0, digits=3, suffix="") -> str:
     if not runs:
         return "–"
     e = per_seed(runs, quantity)
-    return f"{scale * e.mean:.{digits}f} ± {scale * e.se:.{digits}f}{suffix}"
+    spread = f" ± {scale * e.se:.{digits}f}" if e.n > 1 else ""  # one seed has no standard error
+    return f"{scale * e.mean:.{digits}f}{spread}{suffix}" + (" (1 seed)" if e.n == 1 else "")
 
 
 def _drift(runs) -> str:
     if not runs:
         return "–"
     e = per_seed(runs, drift)
-    return f"{e.mean:.1e} ± {e.se:.0e}"
+    return f"{e.mean:.1e} ± {e.se:.0e}" if e.n > 1 else f"{e.mean:.1e} (1 seed)"
 
 
 def rung_table(ladder: list[Rung]) -> str:
