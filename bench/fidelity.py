@@ -19,9 +19,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from record import save_result  # noqa: E402
 
-from rlbook.chapters import merging_verdicts, pma, verdicts  # noqa: E402
+from rlbook.chapters import drift_ladder, merging_verdicts, pma, verdicts  # noqa: E402
 from rlbook.chapters.run_groups import select  # noqa: E402
-from rlbook.runs import RunStore, reference_root  # noqa: E402
+from rlbook.experiments import sweep  # noqa: E402
+from rlbook.runs import RunStore, lookup, reference_root  # noqa: E402
+from rlbook.runset import RunSet  # noqa: E402
 
 
 def tau_runs(runs):
@@ -30,24 +32,28 @@ def tau_runs(runs):
     return [r for r in runs if r.config.objective == "m2po" and r.config.staleness == top]
 
 
-def sweep(runs):
+def staleness_sweep(runs):
     """The staleness sweep's runs (the tau sweep shares the experiment)."""
     return [r for r in runs if "tau" not in r.config.objective_params]
 
 
 CHAPTERS = {
     "01 GRPO from scratch": ("01_grpo", verdicts.grpo_learns),
-    "02 staleness (M2PO)": ("02_staleness", lambda runs: verdicts.staleness_signatures(sweep(runs))),
+    "02 staleness (M2PO)": ("02_staleness", lambda runs: verdicts.staleness_signatures(staleness_sweep(runs))),
     "02 staleness at 2.8x the learning rate (fast drift)": ("02_fast_drift", verdicts.staleness_signatures),
     "02 staleness at half the learning rate, s up to 96 (slow drift)": ("02_slow_drift", verdicts.staleness_signatures),
+    "02 the drift ladder (five learning rates, staleness scaled by the inverse)": (
+        "sweep:drift_ladder", lambda runs: drift_ladder.signatures(drift_ladder.rungs(runs))),
     "02 no trust region over 3x the updates, unclipped gradients, LoRA (long horizon)": (
-        "02_collapse_long", lambda runs: verdicts.long_collapse_signatures(select(runs, finetune="lora"))),
+        ("02_collapse_long", lambda runs: select(runs, finetune="lora")), verdicts.long_collapse_signatures),
     "02 no trust region over 3x the updates, unclipped gradients, full fine-tuning (long horizon)": (
-        "02_collapse_long", lambda runs: verdicts.long_collapse_signatures(select(runs, finetune="full"))),
-    "03 clip vs mask (M2PO)": ("02_staleness", lambda runs: verdicts.clip_mask_signatures(sweep(runs))
-                               + verdicts.entropy_signature(sweep(runs))
+        ("02_collapse_long", lambda runs: select(runs, finetune="full")), verdicts.long_collapse_signatures),
+    "03 clip vs mask (M2PO)": ("02_staleness", lambda runs: verdicts.clip_mask_signatures(staleness_sweep(runs))
+                               + verdicts.entropy_signature(staleness_sweep(runs))
                                + verdicts.tau_signatures(tau_runs(runs))),
     "03 clip vs mask at half the learning rate (slow drift)": ("02_slow_drift", verdicts.clip_mask_signatures),
+    "03 clip vs mask along the drift ladder": (
+        "sweep:drift_ladder", lambda runs: drift_ladder.token_signatures(drift_ladder.rungs(runs))),
     "04 Lopti / Advantage Reweighting on arithmetic": ("04_lopti_arithmetic", verdicts.lopti_signatures),
     "04 Lopti / Advantage Reweighting on Knights and Knaves": ("04_lopti", verdicts.lopti_signatures),
     "05 checkpoint merging (PMA)": (pma.REFERENCE_EXPERIMENT, merging_verdicts.merging_signatures),
@@ -56,14 +62,21 @@ CHAPTERS = {
 }
 
 
-def stored(root: str, experiment: str) -> tuple[list, list]:
-    """(every finished result of an experiment, current or not; those the book shows): chapter 5 stores
-    trajectories' merge results (no weights, `pma.load_references`; all shown), the other chapters RunStore runs."""
+def stored(root: str, source) -> tuple[list, list]:
+    """(every finished result a chapter row reads, current or not; those the book shows), from its source: an
+    experiment's RunStore runs; (experiment, pick), the runs `pick` selects of them; "sweep:<name>", the cpu
+    profile's configs of a sweep that spans experiments, as a RunSet (rlbook.runs.lookup); or chapter 5's merge
+    results of trajectories (no weights, `pma.load_references`; all shown)."""
+    experiment, pick = source if isinstance(source, tuple) else (source, lambda runs: runs)
     if experiment == pma.REFERENCE_EXPERIMENT:
         results = pma.load_references(root, current_only=False)
         return results, results
+    if experiment.startswith("sweep:"):
+        configs = sweep(experiment.removeprefix("sweep:"), "cpu")
+        found = RunSet(lookup(configs, root), configs)
+        return found, found
     store = RunStore(root)
-    return [r for r in store.runs(experiment) if r.complete], store.as_shown(experiment)
+    return pick([r for r in store.runs(experiment) if r.complete]), pick(store.as_shown(experiment))
 
 
 def main() -> None:
@@ -73,8 +86,9 @@ def main() -> None:
                         help="files whose fidelity block to rewrite (README.md, book/index.md)")
     args = parser.parse_args()
     tables, summary = {}, []
-    for title, (experiment, signatures) in CHAPTERS.items():
-        every, runs = stored(args.root, experiment)
+    for title, (source, signatures) in CHAPTERS.items():
+        every, runs = stored(args.root, source)
+        experiment = source[0] if isinstance(source, tuple) else source
         current = [r for r in runs if r.current]
         made = (f"{len(current)} made by this code" + (f", {len(runs) - len(current)} by older code (retraining "
                                                        "pending)" if len(current) < len(runs) else "")

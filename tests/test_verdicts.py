@@ -287,6 +287,23 @@ def test_fidelity_reads_chapter_5s_stored_trajectories():
                                   for r in rows)
 
 
+def test_fidelity_reads_a_sweep_across_experiments_and_one_cell_of_an_experiment():
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    from fidelity import CHAPTERS, stored
+
+    from rlbook.experiments import sweep
+    from rlbook.runs import reference_root
+
+    root = str(reference_root())
+    every, ladder = stored(root, "sweep:drift_ladder")
+    assert ladder.configs == sweep("drift_ladder", "cpu") and ladder is every  # asked-for configs, found or not
+    assert {r.config.experiment for r in ladder} >= {"02_staleness", "02_slow_drift", "02_drift_ladder"}
+    (source, _), = [v for k, v in CHAPTERS.items() if "full fine-tuning" in k]
+    assert {r.config.finetune for r in stored(root, source)[1]} <= {"full"}
+
+
 def test_the_papers_numbers_are_written_once_with_their_source():
     """Every number a paper reports lives in rlbook.chapters.papers, with its paper (title, arXiv id) and where in the
     paper it comes from; no other chapter module writes one."""
