@@ -20,7 +20,7 @@ from .. import stats
 from .papers import (M2PO_BEATS_STALE_GRPO, M2PO_MATCHES_ON_POLICY, M2PO_REMOVED_TOKENS, M2PO_SCORES,
                      M2PO_STALENESS_COST)
 from .run_groups import select
-from .style import legend_below
+from .style import legend_below, plain_log_ticks
 from .verdicts import Signature, clip_share, per_seed, token_share
 
 _SCORE = M2PO_SCORES.values
@@ -184,6 +184,18 @@ def token_signatures(ladder: list[Rung]) -> list[Signature]:
     return out
 
 
+def _drift_axis(ax, xs) -> None:
+    """A log axis of drift per update with one tick per rung, labelled by its measured drift (log minor labels
+    would overlap)."""
+    from matplotlib.ticker import NullFormatter, NullLocator
+
+    ax.set_xscale("log")
+    ax.set_xticks(xs, [f"{x:.1e}" for x in xs])
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel("drift per update: M2 of consecutive policies (log scale)")
+
+
 def _errorbar(ax, xs, estimates, **style):
     ax.errorbar(xs, [e.mean for e in estimates], yerr=[e.se for e in estimates], capsize=4, ms=8, lw=2, **style)
 
@@ -200,10 +212,9 @@ def share_figure(ladder: list[Rung]):
                     fontsize=12, color="dimgray")
     ax.axhline(1.0, color="black", ls="--", lw=1.5, label="recovers all of it")
     ax.axhline(0.0, color="tab:blue", ls=":", lw=1.5, label="recovers nothing (GRPO at the same staleness)")
-    ax.set_xscale("log")
-    ax.set(xlabel="drift per update: M2 of consecutive policies (log scale)",
-           ylabel="share of staleness's cost recovered",
-           title="M2PO recovers more as each update moves the policy less")
+    _drift_axis(ax, xs)
+    ax.set(ylabel="share of staleness's cost recovered",
+           title="Share of staleness's cost that M2PO recovers, by drift per update")
     return legend_below(fig, [ax], ncols=2)
 
 
@@ -223,10 +234,10 @@ def fractions_figure(ladder: list[Rung]):
         _errorbar(ax, xs, percent, marker=marker, ls="none", color=color, label=label)
     for (label, value), color in zip(PAPER_FRACTIONS.items(), ("tab:blue", "tab:cyan", "tab:green")):
         ax.axhline(100 * value, color=color, ls="--", lw=1.2, label=f"paper: {label}")
-    ax.set_xscale("log")
+    _drift_axis(ax, xs)
     ax.set_yscale("log")
-    ax.set(xlabel="drift per update: M2 of consecutive policies (log scale)",
-           ylabel="share of response tokens (%, log scale)",
+    plain_log_ticks(ax, minor=False)
+    ax.set(ylabel="share of response tokens (%, log scale)",
            title="GRPO's clip and M2PO's mask as the drift falls")
     return legend_below(fig, [ax], ncols=2)
 
