@@ -145,8 +145,9 @@ def collapse_signatures(free_runs, staleness: int | None) -> list[Signature]:
     if not free_runs:
         return [_missing(claim, paper)]
     rise_of = lambda r: smoothed_peak(r) - stats.base_score(r)
-    rise, fall, anywhere = (per_seed(free_runs, q) for q in (rise_of, fall_after_rise, deepest_fall))
-    both = sum(fall_after_rise(r) > COLLAPSE_FALL for r in free_runs)
+    falls = [fall_after_rise(r) for r in free_runs]  # each run's once: the estimate and the count read them
+    rise, fall, anywhere = per_seed(free_runs, rise_of), stats.estimate(falls), per_seed(free_runs, deepest_fall)
+    both = sum(f > COLLAPSE_FALL for f in falls)
     return [Signature(claim, paper, f"best 3-evaluation mean minus base: {rise} (counts above {PROSPERITY_RISE})",
                       stats.verdict(rise, +1, PROSPERITY_RISE)),
             Signature("b. ... then collapses", paper, f"deepest fall of the 3-evaluation mean below a high more than "
