@@ -7,11 +7,19 @@ The queue is QUEUE's sweeps in order (cpu profile); process i of n takes every n
 the same priorities side by side. A run already stored under this code's training version is skipped; an
 interrupted one resumes (rlbook.runs). Runs land in data/runs/<experiment>/, where a run made by an older training
 version stays until its successor is stored (the book labels such runs; git keeps their history once removed).
+
+What a finished run ships: its config, metrics and meta, from which the book replays it. Its checkpoint (state.pt:
+the trainable weights, Adam's moments, the stale-batch queue, the random stream) is what resuming needs, and a
+finished run never resumes, so it is cut to the final trainable weights where a chapter reads them (WEIGHTS_READ)
+and removed elsewhere: the optimizer alone is two thirds of a LoRA run's 2.2 MB, and a fully fine-tuned MoE's
+checkpoint is tens of MB, more than a session's commits may carry for 20 runs.
 """
 from __future__ import annotations
 
 import argparse
 import time
+
+import torch
 
 from rlbook.experiments import LADDER, sweep
 from rlbook.obtain import run_or_load
@@ -19,12 +27,14 @@ from rlbook.runs import RunStore, reference_root
 
 # Verdicts first: chapter 1, the drift ladder's rungs at the half and the reference rate, chapter 4 where GRPO learns
 # (arithmetic), the ladder's quarter-rate rung (with the other two, the trend verdict's three rungs) and its fast
-# rung, chapter 2's long no-trust-region runs (LoRA, then full fine-tuning), the M2PO variants, chapter 4 on K&K, the
-# ladder's slowest rung (the costliest: 3200 updates a run), then every other set. An entry is a sweep, or the ladder
-# with the rungs it takes (by the learning rate's factor over the reference rate).
+# rung; then what makes a whole chapter or section current for a few minutes a run (the M2PO variants, chapters 6
+# and 7), before the costliest sets: chapter 2's long no-trust-region runs (full fine-tuning: about 20 min a run),
+# chapter 4 on K&K, the ladder's slowest rung (3200 updates a run), then every other set. An entry is a sweep, or the
+# ladder with the rungs it takes (by the learning rate's factor over the reference rate).
 QUEUE = ("grpo", "slow_drift", ("drift_ladder", (0.5, 1.0)), "lopti_arithmetic", ("drift_ladder", (0.25, 2.0)),
-         "collapse_long", "m2po_variants", "lopti", ("drift_ladder", (0.125,)), "router_replay", "semi_online",
+         "m2po_variants", "router_replay", "semi_online", "collapse_long", "lopti", ("drift_ladder", (0.125,)),
          "staleness", "tau", "fast_drift")
+WEIGHTS_READ = ("04_lopti", "04_lopti_arithmetic")  # rlbook.chapters.lopti reads these runs' final weights
 
 
 def _rung_configs(rungs: tuple, profile: str) -> list:
@@ -48,6 +58,22 @@ def queue(profile: str = "cpu") -> list:
     return ordered
 
 
+def ship(run) -> None:
+    """Cut a finished run's checkpoint to what the book reads (see the module's docstring), written atomically."""
+    state_path = run.path / "state.pt"
+    if not run.complete or not state_path.exists():
+        return
+    if run.config.experiment not in WEIGHTS_READ:
+        state_path.unlink()
+        return
+    state = run.read_state()
+    if state["optimizer"] or state["queue"]:
+        final = {"update": state["update"], "model": state["model"], "optimizer": {}, "queue": [], "generator": None}
+        tmp = run.path / ".state.pt.tmp"
+        torch.save(final, tmp)
+        tmp.replace(state_path)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--part", default="0/1", help="i/n: this process takes every n-th run, starting at i")
@@ -66,6 +92,7 @@ def main() -> None:
     for i, (name, config) in enumerate(mine, 1):
         tic = time.time()
         run = run_or_load(config, store, references=False)
+        ship(run)
         print(f"[{i}/{len(mine)}] {name}: {run.path.relative_to(reference_root())} "
               f"({time.time() - tic:.0f} s)", flush=True)
 
