@@ -324,3 +324,13 @@ def test_the_papers_numbers_are_written_once_with_their_source():
     chapters = Path(papers.__file__).parent
     writers = {p.name for p in chapters.glob("*.py") for n in numbers if n in p.read_text()}
     assert writers == {"papers.py"}
+
+
+def test_quoted_verdict_takes_the_first_claim_with_every_word_and_refuses_to_guess():
+    rows = [verdicts.Signature("a. GRPO gets worse with staleness", "p", "o", stats.NOT_REPRODUCED),
+            verdicts.Signature("e. M2PO beats GRPO", "p", "o", stats.REPRODUCED),
+            verdicts.Signature("e. M2PO matches on-policy GRPO", "p", "o", verdicts.NO_RUNS)]
+    assert verdicts.quoted_verdict(rows, "M2PO", "GRPO") == stats.REPRODUCED
+    assert verdicts.quoted_verdict(rows, "staleness") == stats.NOT_REPRODUCED
+    assert verdicts.quoted_verdict(rows, "matches") == verdicts.UNDECIDED  # stored no runs: not a verdict
+    assert verdicts.quoted_verdict(rows, "collapses") == verdicts.UNDECIDED

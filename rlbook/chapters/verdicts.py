@@ -87,8 +87,19 @@ def _pct(e: stats.Estimate) -> str:
     return f"{100 * e.mean:.2f}% ± {100 * e.se:.2f}"
 
 
+NO_RUNS = "no runs"  # a signature's verdict where its runs are not stored
+UNDECIDED = "undecided (too few runs stored)"  # what a chapter's prose quotes for such a verdict
+
+
 def _missing(claim: str, paper: str) -> Signature:
-    return Signature(claim, paper, "no runs of this setting", "no runs")
+    return Signature(claim, paper, "no runs of this setting", NO_RUNS)
+
+
+def quoted_verdict(signatures: list[Signature], *words: str) -> str:
+    """The verdict of the first signature whose claim holds every one of `words`, for a chapter's prose to quote:
+    UNDECIDED where there is no such signature or its runs are not stored."""
+    found = [s.verdict for s in signatures if all(w in s.claim for w in words)]
+    return found[0] if found and found[0] != NO_RUNS else UNDECIDED
 
 
 def _better(claim: str, paper: str, better, worse, what: str) -> Signature:
@@ -97,6 +108,17 @@ def _better(claim: str, paper: str, better, worse, what: str) -> Signature:
         return _missing(claim, paper)
     d = difference(better, worse)
     return Signature(claim, paper, f"{what}: {d}", stats.verdict(d, +1))
+
+
+def _matches(claim: str, paper: str, runs, reference, what: str = "score difference", note: str = "") -> Signature:
+    """The paper says runs `runs` score like runs `reference`: an equivalence test, the 2-s.e. interval of their
+    seed-mean difference inside +-MATCH_BOUND (stats.matches). A `note` (why a match would mean little) makes the
+    verdict "within noise" whatever the interval."""
+    if not (runs and reference):
+        return _missing(claim, paper)
+    d = difference(runs, reference)
+    return Signature(claim, paper, f"{what}: {d}; match = inside ±{MATCH_BOUND}{note}",
+                     stats.WITHIN_NOISE if note else stats.matches(d, MATCH_BOUND))
 
 
 def grpo_learns(runs) -> list[Signature]:
@@ -125,15 +147,10 @@ def staleness_signatures(runs) -> list[Signature]:
     out.append(_better(f"e. M2PO at s={top} beats GRPO at s={top}", papers.M2PO_BEATS_STALE_GRPO.text, m2po_top,
                        grpo_top,
                        "score difference"))
-    claim, paper = f"e. M2PO at s={top} matches on-policy GRPO", papers.M2PO_MATCHES_ON_POLICY.text
-    if m2po_top and grpo0:
-        d = difference(m2po_top, grpo0)
-        learns = per_seed(grpo0, gain)  # matching an on-policy run that learns nothing is a match of nothing
-        note = "" if stats.verdict(learns, +1) == stats.REPRODUCED else " (but on-policy GRPO barely learns here)"
-        out.append(Signature(claim, paper, f"score difference {d}; match = inside ±{MATCH_BOUND}{note}",
-                             stats.matches(d, MATCH_BOUND) if not note else stats.WITHIN_NOISE))
-    else:
-        out.append(_missing(claim, paper))
+    # matching an on-policy run that learns nothing is a match of nothing
+    learns = grpo0 and stats.verdict(per_seed(grpo0, gain), +1) == stats.REPRODUCED
+    out.append(_matches(f"e. M2PO at s={top} matches on-policy GRPO", papers.M2PO_MATCHES_ON_POLICY.text, m2po_top,
+                        grpo0, note="" if learns else " (but on-policy GRPO barely learns here)"))
     return out
 
 
@@ -223,13 +240,8 @@ def tau_signatures(tau_runs) -> list[Signature]:
         by_tau.setdefault(run.config.objective_params.get("tau", DEFAULT_TAU), []).append(run)
     paper = papers.M2PO_TAU.text
     lo, hi = TAU_FLAT
-    if not (by_tau.get(lo) and by_tau.get(hi)):
-        out = [_missing(f"f. tau between {lo} and {hi} hardly matters", paper)]
-    else:
-        d = difference(by_tau[lo], by_tau[hi])
-        out = [Signature(f"f. tau between {lo} and {hi} hardly matters", paper,
-                         f"score at tau={lo} minus tau={hi}: {d}; match = inside ±{MATCH_BOUND}",
-                         stats.matches(d, MATCH_BOUND))]
+    out = [_matches(f"f. tau between {lo} and {hi} hardly matters", paper, by_tau.get(lo, []), by_tau.get(hi, []),
+                    f"score at tau={lo} minus tau={hi}")]
     for extreme in TAU_EXTREMES:
         out.append(_better(f"f. tau={extreme} does worse than tau={DEFAULT_TAU}", paper, by_tau.get(DEFAULT_TAU, []),
                            by_tau.get(extreme, []), f"score at tau={DEFAULT_TAU} minus tau={extreme}"))
@@ -265,14 +277,8 @@ def lopti_signatures(runs, task: str | None = None) -> list[Signature]:
     out[0] = Signature(f"GRPO learns {LOPTI_TASK_NAMES[task]}", paper, out[0].observed, out[0].verdict)
     for variant, (claim, paper) in LOPTI_PAPER[task].items():
         runs_of = by_variant.get(variant, [])
-        if claim == "beats":
-            out.append(_better(f"{variant} beats GRPO", paper, runs_of, grpo, "score difference"))
-        elif runs_of and grpo:
-            d = difference(runs_of, grpo)
-            out.append(Signature(f"{variant} matches GRPO", paper, f"score difference {d}; match = inside "
-                                 f"±{MATCH_BOUND}", stats.matches(d, MATCH_BOUND)))
-        else:
-            out.append(_missing(f"{variant} matches GRPO", paper))
+        compare = _better if claim == "beats" else _matches
+        out.append(compare(f"{variant} {claim} GRPO", paper, runs_of, grpo, "score difference"))
     out.append(_better("reversed Lopti (high-probability tokens first) does worse than Lopti",
                        papers.LOPTI_REVERSED.text, by_variant.get("lopti", []), by_variant.get("lopti_reversed", []),
                        "score difference"))
@@ -286,14 +292,8 @@ def semi_online_signatures(runs) -> list[Signature]:
     for objective in sorted({r.config.objective for r in runs}):
         online, offline = select(runs, objective, sync_every=1), select(runs, objective, sync_every=0)
         for k in sorted({r.config.sync_every for r in runs if r.config.objective == objective} - {0, 1}):
-            claim = f"{objective}: semi-online (sync every {k}) matches online"
-            semi = select(runs, objective, sync_every=k)
-            if not (semi and online):
-                out.append(_missing(claim, paper))
-                continue
-            d = difference(semi, online)
-            out.append(Signature(claim, paper, f"score difference {d}; match = inside ±{MATCH_BOUND}",
-                                 stats.matches(d, MATCH_BOUND)))
+            out.append(_matches(f"{objective}: semi-online (sync every {k}) matches online", paper,
+                                select(runs, objective, sync_every=k), online))
         out.append(_better(f"{objective}: online beats offline (never synced)", paper, online, offline,
                            "score online minus offline"))
     return out
