@@ -91,8 +91,10 @@ def main() -> None:
     mine = todo[index::parts]
     for i, (name, config) in enumerate(mine, 1):
         tic = time.time()
+        stored = store.find(config)
         run = run_or_load(config, store, references=False)
-        ship(run)
+        if stored is None or not stored.complete:  # trained here: a run stored before keeps what it shipped with
+            ship(run)
         print(f"[{i}/{len(mine)}] {name}: {run.path.relative_to(reference_root())} "
               f"({time.time() - tic:.0f} s)", flush=True)
 
