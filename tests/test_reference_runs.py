@@ -1,0 +1,47 @@
+"""bench/reference_runs.py: what a finished reference run ships in data/runs (its checkpoint cut to what the book reads)."""
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+from rlbook.config import RunConfig
+from rlbook.obtain import run_or_load
+from rlbook.runs import RunStore
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+import reference_runs  # noqa: E402
+
+TINY = dict(preset="nano-tiny", init="scratch", prompts_per_step=4, group_size=4, total_updates=2, eval_every=2,
+            eval_size=8, checkpoint_every=1, max_new_tokens=6)
+
+
+def trained(tmp_path, experiment):
+    return run_or_load(RunConfig(experiment=experiment, **TINY), RunStore(tmp_path), progress=False,
+                       references=False)
+
+
+def test_a_run_no_chapter_reads_the_weights_of_ships_no_checkpoint(tmp_path):
+    run = trained(tmp_path, "02_drift_ladder")
+    assert (run.path / "state.pt").exists()
+    reference_runs.ship(run)
+    assert not (run.path / "state.pt").exists() and run.complete and len(run.metrics) == 3
+
+
+def test_a_run_chapter_4_reads_keeps_only_its_final_weights(tmp_path):
+    run = trained(tmp_path, reference_runs.WEIGHTS_READ[0])
+    before = run.read_state()
+    assert before["optimizer"]["state"]
+    reference_runs.ship(run)
+    after = run.read_state()  # still a checkpoint the RunStore reads
+    assert after["update"] == before["update"] == 2 and not after["optimizer"] and after["queue"] == []
+    assert after["model"].keys() == before["model"].keys()
+    assert all(torch.equal(after["model"][k], before["model"][k]) for k in before["model"])
+
+
+def test_an_unfinished_run_keeps_its_checkpoint_to_resume_from(tmp_path):
+    run = trained(tmp_path, "02_drift_ladder")
+    meta = run.meta
+    (run.path / "meta.json").write_text(json.dumps({**meta, "complete": False}))
+    reference_runs.ship(run)
+    assert run.read_state()["optimizer"]
