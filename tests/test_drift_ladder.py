@@ -106,5 +106,5 @@ def test_figures_and_variant_table_draw_from_the_runs(tmp_path):
             for i in range(3)]
     shares = m2po_variants.variant_removals(same)
     assert shares["m2po_areal"][0].mean == pytest.approx(0.05) and shares["m2po"][1].mean == pytest.approx(1.5)
-    table = m2po_variants.variants_table(same, {"m2po": ladder[0].m2po})
+    table = m2po_variants.variants_table(shares, {"m2po": ladder[0].m2po})
     assert "5.00% ± 0.00" in table and table.count("\n") == 4

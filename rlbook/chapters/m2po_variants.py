@@ -1,14 +1,14 @@
-"""Chapter 3: the three M2PO rules in circulation, compared on the same stale batches.
+"""Chapter 3: the three M2PO rules in circulation, compared on the same stale batches and each trained on its own.
 
-Chapter 3: the three M2PO rules in circulation, compared on the same stale batches and each trained on its own:
 Algorithm 1 (m2po, arXiv 2510.01161), the authors' released code (m2po_cap) and AReaL's (m2po_areal)."""
 from __future__ import annotations
 
 import math
 import statistics
+from dataclasses import dataclass
 
 from .. import stats
-from .verdicts import per_seed, token_share
+from .verdicts import difference, per_seed, token_share
 
 VARIANTS = ("m2po", "m2po_cap", "m2po_areal")
 
@@ -33,22 +33,89 @@ def variant_removals(runs, first_updates_only: bool = True) -> dict[str, tuple[s
                 per_seed(recorded, lambda r, v=v: mean_over(r, f"entropy_removed_{v}"))) for v in VARIANTS}
 
 
-def variants_table(same_batches, by_variant: dict) -> str:
-    """The three M2PO variants side by side: on the same batches (`same_batches`, e.g. GRPO's runs at the staleness)
-    what each removes and the entropy of what it removes; trained on their own rule (`by_variant`: variant -> runs),
-    their score and the share of tokens their own rule removed."""
-    removed = variant_removals(same_batches) if same_batches else {}
-    names = {"m2po": "Algorithm 1 (mask, trust-region candidates)", "m2po_cap": "released code (one cap, clip)",
-             "m2po_areal": "AReaL (mask, every token a candidate)"}
-    rows = ["| variant | removed on the same batches | entropy of removed tokens | score trained with it | "
-            "removed when trained with it |", "|---|---|---|---|---|"]
-    for v in VARIANTS:
-        share, entropy = removed.get(v, (None, None))
+# Reading a variant's score against Algorithm 1's. No paper compares the three rules, so this is a reading of our runs,
+# not a verdict: the difference of seed means and whether it lies beyond two standard errors (rlbook.stats' rule).
+ABOVE, BELOW, WITHIN = "above beyond 2 s.e.", "below beyond 2 s.e.", "within 2 s.e."
+FEW_SEEDS = f"no reading (fewer than {stats.MIN_SEEDS} seeds stored)"
+NO_RUNS = "no reading (no runs stored)"
+
+
+def reading(d: stats.Estimate) -> str:
+    """A difference read at two standard errors: above, below or within (fewer than stats.MIN_SEEDS seeds: none)."""
+    if d.n < stats.MIN_SEEDS:
+        return FEW_SEEDS
+    if d.mean > 2 * d.se:
+        return ABOVE
+    if d.mean < -2 * d.se:
+        return BELOW
+    return WITHIN
+
+
+def against_algorithm_1(by_variant: dict) -> dict[str, tuple[stats.Estimate | None, str]]:
+    """Each other variant's score minus Algorithm 1's (`m2po`), seed means with standard errors in quadrature, and its
+    reading: variant -> (difference, reading); (None, NO_RUNS) where either side has no stored runs."""
+    reference = by_variant.get(VARIANTS[0]) or []
+    out = {}
+    for v in VARIANTS[1:]:
         own = by_variant.get(v) or []
-        key = "mask_frac" if v != "m2po_cap" else "clip_frac"
-        rows.append(f"| `{v}`: {names[v]} | "
+        d = difference(own, reference) if own and reference else None
+        out[v] = (d, NO_RUNS if d is None else reading(d))
+    return out
+
+
+def m2_met(run) -> float:
+    """The M2 of the stale batches a run trained on: the mean over updates of the per-update `m2` (all response
+    tokens, before any removal), after the first `staleness` updates (less stale batches, while the queue fills)."""
+    values = [row["m2"] for row in run.metrics
+              if row.get("m2") is not None and row.get("update", 0) > run.config.staleness]
+    return statistics.fmean(values) if values else math.nan
+
+
+def own_removal(run) -> float:
+    """The share of response tokens a run's own rule removed: clipped for the cap, masked for the masks."""
+    return token_share(run, "clip_frac" if run.config.objective == "m2po_cap" else "mask_frac")
+
+
+@dataclass(frozen=True)
+class TrainedWith:
+    """What a variant's own runs show, over seeds: score, the share of tokens its rule removed, the M2 it met."""
+    score: stats.Estimate
+    removed: stats.Estimate
+    m2: stats.Estimate
+
+
+def trained_with(by_variant: dict) -> dict[str, TrainedWith | None]:
+    """Per variant (VARIANTS), from its own runs (`by_variant`: variant -> runs): a TrainedWith, None where none is
+    stored."""
+    return {v: TrainedWith(per_seed(runs, stats.score), per_seed(runs, own_removal), per_seed(runs, m2_met))
+            if (runs := by_variant.get(v)) else None for v in VARIANTS}
+
+
+def share_text(e: stats.Estimate) -> str:
+    return f"{100 * e.mean:.2f}%"
+
+
+def m2_text(e: stats.Estimate) -> str:
+    return f"{e.mean:.3g} ± {e.se:.2g}"
+
+
+NAMES = {"m2po": "Algorithm 1 (mask, trust-region candidates)", "m2po_cap": "released code (one cap, clip)",
+         "m2po_areal": "AReaL (mask, every token a candidate)"}
+
+
+def variants_table(removed: dict, by_variant: dict) -> str:
+    """The three M2PO variants side by side: on the same batches (`removed`, the output of variant_removals, e.g. on
+    GRPO's runs at the staleness; {} where none recorded it) what each removes and the entropy of what it removes;
+    trained on their own rule (`by_variant`: variant -> runs, see trained_with), their score, the share of tokens
+    their own rule removed and the M2 of the stale batches they met ('–' where a variant has no stored runs)."""
+    rows = ["| variant | removed on the same batches | entropy of removed tokens | score trained with it | "
+            "removed when trained with it | M2 met when trained with it |", "|---|---|---|---|---|---|"]
+    for v, own in trained_with(by_variant).items():
+        share, entropy = removed.get(v, (None, None))
+        rows.append(f"| `{v}`: {NAMES[v]} | "
                     f"{'–' if share is None else f'{100 * share.mean:.2f}% ± {100 * share.se:.2f}'} | "
                     f"{'–' if entropy is None else f'{entropy.mean:.2f} ± {entropy.se:.2f}'} | "
-                    f"{'–' if not own else str(per_seed(own, stats.score))} | "
-                    f"{'–' if not own else f'{100 * per_seed(own, lambda r: token_share(r, key)).mean:.2f}%'} |")
+                    f"{'–' if own is None else str(own.score)} | "
+                    f"{'–' if own is None else share_text(own.removed)} | "
+                    f"{'–' if own is None else m2_text(own.m2)} |")
     return "\n".join(rows)
