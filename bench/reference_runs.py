@@ -92,8 +92,9 @@ def main() -> None:
     for i, (name, config) in enumerate(mine, 1):
         tic = time.time()
         stored = store.find(config)
+        trains = stored is None or not stored.complete  # a run stored before keeps what it was committed with
         run = run_or_load(config, store, references=False)
-        if stored is None or not stored.complete:  # trained here: a run stored before keeps what it shipped with
+        if trains:
             ship(run)
         print(f"[{i}/{len(mine)}] {name}: {run.path.relative_to(reference_root())} "
               f"({time.time() - tic:.0f} s)", flush=True)
