@@ -99,6 +99,13 @@ def test_series_helpers(sweep):
     assert staleness.batch_rewards(grpo0[0])[0] == [0, 4, 8, 12, 16, 20]  # on-policy: every batch a new policy
 
 
+def test_grad_clip_share_counts_updates_above_the_runs_max_grad_norm(sweep):
+    runs, _ = sweep
+    assert runs[0].config.max_grad_norm == 1.0  # the synthetic rows' gradient norm is the update: 1, 2, ..., 24
+    assert staleness.grad_clip_share(runs) == pytest.approx(23 / 24)
+    assert staleness.grad_clip_share([]) is None
+
+
 def test_token_statistics(sweep):
     runs, _ = sweep
     assert clip_vs_mask.removed_entropy(run_groups.select(runs, "grpo", 0)[0]) == pytest.approx((1.0, 2.0, 0.5))

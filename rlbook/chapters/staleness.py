@@ -25,6 +25,14 @@ def batch_rewards(run):
     return sorted(by_version), [float(np.mean(by_version[v])) for v in sorted(by_version)]
 
 
+def grad_clip_share(runs) -> float | None:
+    """The share of the runs' updates whose gradient norm (logged before clipping) exceeds the run's `max_grad_norm`:
+    how often the gradient-norm clip binds. None where no update is stored."""
+    binds = [row["grad_norm"] > run.config.max_grad_norm
+             for run in runs for row in run.metrics[1:] if "grad_norm" in row]
+    return float(np.mean(binds)) if binds else None
+
+
 def _staleness_color(s, stalenesses):
     return plt.get_cmap("viridis")(0.9 * stalenesses.index(s) / max(len(stalenesses) - 1, 1))
 
