@@ -36,8 +36,8 @@ def variant_removals(runs, first_updates_only: bool = True) -> dict[str, tuple[s
 # Reading a variant's score against Algorithm 1's. No paper compares the three rules, so this is a reading of our runs,
 # not a verdict: the difference of seed means and whether it lies beyond two standard errors (rlbook.stats' rule).
 ABOVE, BELOW, WITHIN = "above beyond 2 s.e.", "below beyond 2 s.e.", "within 2 s.e."
-FEW_SEEDS = f"no reading (fewer than {stats.MIN_SEEDS} seeds stored)"
-NO_RUNS = "no reading (no runs stored)"
+FEW_SEEDS = f"not read (fewer than {stats.MIN_SEEDS} seeds stored)"
+NO_RUNS = "not read (no runs stored)"
 
 
 def reading(d: stats.Estimate) -> str:
