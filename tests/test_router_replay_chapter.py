@@ -48,6 +48,12 @@ def test_variant_names_and_score_table(runs):
     assert table[3].startswith("| grpo+r3 | 2 | 0.500 ± 0.000 |")
 
 
+def test_mean_over_updates_per_variant(runs):
+    assert ch6.mean_over_updates(runs, "grpo").mean == pytest.approx(2e-3)
+    assert ch6.mean_over_updates(runs, "grpo+r3", "f2").mean == pytest.approx(0.01)
+    assert ch6.mean_over_updates(runs, "tis") is None
+
+
 def test_training_curves_and_dose_figure(runs):
     fig = ch6.training_curves(runs)
     assert len(fig.axes) == 6 and fig.axes[0].get_yscale() == "log"

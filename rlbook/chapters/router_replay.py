@@ -156,6 +156,13 @@ def score_table(runs) -> str:
     return tables.score_table(group_runs(runs, key=variant), columns, "variant")
 
 
+def mean_over_updates(runs, name: str, key: str = "kl_k3") -> stats.Estimate | None:
+    """The seed mean ± s.e. of a metric's mean over each run's updates, for one variant's runs ("grpo", "grpo+r3",
+    ...), as the score table and the verdict rows compute it; None where none of its runs is stored."""
+    seeds = group_runs(runs, key=variant).get(name, [])
+    return stats.estimate([token_share(r, key) for r in seeds]) if seeds else None
+
+
 def explorer(sources: dict, metrics=("eval_greedy_acc", "eval_sampled_acc", "kl_k3", "f2", "routing_mismatch",
                                       "clip_frac", "grad_norm", "reward")):
     """Explorer: pick a set of runs (this notebook's, the reference runs) and a metric; one line per
