@@ -34,7 +34,7 @@ from rlbook.runs import RunStore, reference_root
 QUEUE = ("grpo", "slow_drift", ("drift_ladder", (0.5, 1.0)), "lopti_arithmetic", ("drift_ladder", (0.25, 2.0)),
          "m2po_variants", "router_replay", "semi_online", "collapse_long", "lopti", ("drift_ladder", (0.125,)),
          "staleness", "tau", "fast_drift")
-WEIGHTS_READ = ("04_lopti", "04_lopti_arithmetic")  # rlbook.chapters.lopti reads these runs' final weights
+WEIGHTS_READ = ("04_lopti",)  # rlbook.chapters.lopti.run_accuracy_by_people reads these (K&K) runs' final weights
 
 
 def _rung_configs(rungs: tuple, profile: str) -> list:
@@ -74,6 +74,17 @@ def ship(run) -> None:
         tmp.replace(state_path)
 
 
+def train_and_ship(config, store: RunStore):
+    """The run of `config`, trained (or resumed) if `store` lacks it finished; a run this call finishes is shipped, a
+    run stored finished before keeps what it was committed with."""
+    stored = store.find(config)
+    trains = stored is None or not stored.complete  # decided now: Run.complete reads meta.json when asked
+    run = run_or_load(config, store, references=False)
+    if trains:
+        ship(run)
+    return run
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--part", default="0/1", help="i/n: this process takes every n-th run, starting at i")
@@ -91,11 +102,7 @@ def main() -> None:
     mine = todo[index::parts]
     for i, (name, config) in enumerate(mine, 1):
         tic = time.time()
-        stored = store.find(config)
-        trains = stored is None or not stored.complete  # a run stored before keeps what it was committed with
-        run = run_or_load(config, store, references=False)
-        if trains:
-            ship(run)
+        run = train_and_ship(config, store)
         print(f"[{i}/{len(mine)}] {name}: {run.path.relative_to(reference_root())} "
               f"({time.time() - tic:.0f} s)", flush=True)
 

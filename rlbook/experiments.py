@@ -146,8 +146,8 @@ def slow_drift_sweep(profile: str = "auto") -> list[RunConfig]:
 
 
 # Prosperity before collapse over a long horizon (chapter 2): no trust region at the slow-drift rung's staleness and
-# rate, three times the budget, with no gradient-norm clipping (every other run clips at norm 1, which binds on most
-# updates here: the pilot's median norm was 1.2-1.7; does a collapse at our scale need the unbounded step?). Two
+# rate, three times the budget, with no gradient-norm clipping (every other run clips at norm 1; chapter 2 glues how
+# often that binds; does a collapse at our scale need the unbounded step?). Two
 # cells: LoRA, and full fine-tuning at a fifth of the rate (chapter 1's pilots found full fine-tuning at >= 2e-4
 # unstable). Pilots collapse-long (bench/results/pilots/), seed 0: LoRA rose 0.46 -> 0.62 and fell to 0.42 when one
 # gradient spiked and the stale batches' M2 jumped, then recovered; full fine-tuning rose to 0.66 and fell to 0.22.

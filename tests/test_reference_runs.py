@@ -45,3 +45,15 @@ def test_an_unfinished_run_keeps_its_checkpoint_to_resume_from(tmp_path):
     (run.path / "meta.json").write_text(json.dumps({**meta, "complete": False}))
     reference_runs.ship(run)
     assert run.read_state()["optimizer"]
+
+
+def test_train_and_ship_ships_what_it_trains_and_leaves_a_stored_run_as_committed(tmp_path):
+    store = RunStore(tmp_path)
+    config = RunConfig(experiment="02_drift_ladder", **TINY)
+    run = reference_runs.train_and_ship(config, store)
+    assert run.complete and not (run.path / "state.pt").exists()
+    committed = run_or_load(RunConfig(experiment="02_drift_ladder", seed=1, **TINY), store, progress=False,
+                            references=False)
+    assert (committed.path / "state.pt").exists()
+    assert reference_runs.train_and_ship(committed.config, store).path == committed.path
+    assert (committed.path / "state.pt").exists()  # stored finished before: untouched

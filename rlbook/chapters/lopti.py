@@ -85,7 +85,7 @@ def start_accuracy_by_people(config: RunConfig) -> dict[int, float]:
 
 def run_accuracy_by_people(run) -> dict:
     """{"by_people": {n: acc} or None, "overall", "source", "note"}, cached as JSON in the run directory. A run
-    without state.pt (the reference runs shipped in data/) falls back to its final overall accuracy."""
+    without state.pt (a reference run made by older code) falls back to its final overall accuracy."""
     path, updates = run.path / CACHE, run.meta.get("updates")
     if path.exists() and json.loads(path.read_text()).get("updates") == updates:
         cached = json.loads(path.read_text())
