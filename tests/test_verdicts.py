@@ -333,4 +333,5 @@ def test_quoted_verdict_takes_the_first_claim_with_every_word_and_refuses_to_gue
     assert verdicts.quoted_verdict(rows, "M2PO", "GRPO") == stats.REPRODUCED
     assert verdicts.quoted_verdict(rows, "staleness") == stats.NOT_REPRODUCED
     assert verdicts.quoted_verdict(rows, "matches") == verdicts.UNDECIDED  # stored no runs: not a verdict
-    assert verdicts.quoted_verdict(rows, "collapses") == verdicts.UNDECIDED
+    assert verdicts.quoted_verdict(rows, "collapses") == verdicts.UNDECIDED  # no such claim in this set
+    assert verdicts.find(rows, "M2PO", "matches").verdict == verdicts.NO_RUNS

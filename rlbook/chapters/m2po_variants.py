@@ -33,33 +33,32 @@ def variant_removals(runs, first_updates_only: bool = True) -> dict[str, tuple[s
                 per_seed(recorded, lambda r, v=v: mean_over(r, f"entropy_removed_{v}"))) for v in VARIANTS}
 
 
-# Reading a variant's score against Algorithm 1's. No paper compares the three rules, so this is a reading of our runs,
-# not a verdict: the difference of seed means and whether it lies beyond two standard errors (rlbook.stats' rule).
-ABOVE, BELOW, WITHIN = "above beyond 2 s.e.", "below beyond 2 s.e.", "within 2 s.e."
+# Reading a variant against Algorithm 1. No paper compares the three rules, so this is a reading of our runs, not a
+# verdict: the difference of seed means and whether it lies beyond two standard errors (rlbook.stats' rule). Each is
+# glued after "<the variant's quantity> is".
+ABOVE, BELOW, WITHIN = ("above Algorithm 1's by more than 2 s.e.", "below Algorithm 1's by more than 2 s.e.",
+                        "within 2 s.e. of Algorithm 1's")
 FEW_SEEDS = f"not read (fewer than {stats.MIN_SEEDS} seeds stored)"
-NO_RUNS = "not read (no runs stored)"
+NOT_STORED = "not read (no runs stored)"
 
 
 def reading(d: stats.Estimate) -> str:
     """A difference read at two standard errors: above, below or within (fewer than stats.MIN_SEEDS seeds: none)."""
     if d.n < stats.MIN_SEEDS:
         return FEW_SEEDS
-    if d.mean > 2 * d.se:
-        return ABOVE
-    if d.mean < -2 * d.se:
-        return BELOW
-    return WITHIN
+    return {stats.REPRODUCED: ABOVE, stats.NOT_REPRODUCED: BELOW, stats.WITHIN_NOISE: WITHIN}[stats.verdict(d, +1)]
 
 
-def against_algorithm_1(by_variant: dict) -> dict[str, tuple[stats.Estimate | None, str]]:
-    """Each other variant's score minus Algorithm 1's (`m2po`), seed means with standard errors in quadrature, and its
-    reading: variant -> (difference, reading); (None, NO_RUNS) where either side has no stored runs."""
+def against_algorithm_1(by_variant: dict, quantity=stats.score) -> dict[str, tuple[stats.Estimate | None, str]]:
+    """Each other variant's `quantity` (a run's score by default) minus Algorithm 1's (`m2po`), seed means with
+    standard errors in quadrature, and its reading: variant -> (difference, reading); (None, NOT_STORED) where either
+    side has no stored runs."""
     reference = by_variant.get(VARIANTS[0]) or []
     out = {}
     for v in VARIANTS[1:]:
         own = by_variant.get(v) or []
-        d = difference(own, reference) if own and reference else None
-        out[v] = (d, NO_RUNS if d is None else reading(d))
+        d = difference(own, reference, quantity) if own and reference else None
+        out[v] = (d, NOT_STORED if d is None else reading(d))
     return out
 
 

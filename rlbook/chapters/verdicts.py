@@ -95,11 +95,17 @@ def _missing(claim: str, paper: str) -> Signature:
     return Signature(claim, paper, "no runs of this setting", NO_RUNS)
 
 
+def find(signatures: list[Signature], *words: str) -> Signature | None:
+    """The first signature whose claim holds every one of `words`; None where none does (its runs are not stored, or
+    the profile has no such setting: the smoke profile's chapter 7 has no sync interval of 100)."""
+    return next((s for s in signatures if all(w in s.claim for w in words)), None)
+
+
 def quoted_verdict(signatures: list[Signature], *words: str) -> str:
-    """The verdict of the first signature whose claim holds every one of `words`, for a chapter's prose to quote:
-    UNDECIDED where there is no such signature or its runs are not stored."""
-    found = [s.verdict for s in signatures if all(w in s.claim for w in words)]
-    return found[0] if found and found[0] != NO_RUNS else UNDECIDED
+    """The verdict of the first signature whose claim holds every one of `words` (find), for a chapter's prose to
+    quote: UNDECIDED where there is none or its runs are not stored."""
+    row = find(signatures, *words)
+    return UNDECIDED if row is None or row.verdict == NO_RUNS else row.verdict
 
 
 def _better(claim: str, paper: str, better, worse, what: str) -> Signature:
@@ -160,7 +166,7 @@ def collapse_signatures(free_runs, staleness: int | None) -> list[Signature]:
     at = f"s={staleness}" if staleness is not None else "a stale run"
     claim, paper = f"b. Without a trust region, {at} first rises (prosperity) ...", papers.M2PO_PROSPERITY.text
     if not free_runs:
-        return [_missing(claim, paper)]
+        return [_missing(claim, paper), _missing("b. ... then collapses", paper)]
     rise_of = lambda r: smoothed_peak(r) - stats.base_score(r)
     falls = [fall_after_rise(r) for r in free_runs]  # each run's once: the estimate and the count read them
     rise, fall, anywhere = per_seed(free_runs, rise_of), stats.estimate(falls), per_seed(free_runs, deepest_fall)
