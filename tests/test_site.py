@@ -4,8 +4,8 @@ from disk with the network blocked.
 
 Every page loads with no failed and no off-machine request, its formulas are typeset, no page shows a raw markdown
 table, each chapter shows its verdict table as an HTML table with a verdict column, each interactive replay changes
-its figure when a control moves, every figure in a chapter has a caption, and a screenshot of each page is saved
-under build/screenshots/."""
+its figure when a control moves, every figure in a chapter has a caption, every verdict the prose quotes is decided
+by the stored runs, and a screenshot of each page is saved under build/screenshots/."""
 import re
 import os
 import shutil
@@ -181,3 +181,13 @@ def test_figures_read_at_the_body_text_size_in_a_1024_px_window(site, browser):
         small = [(f["src"], round(smallest * f["scale"], 1)) for f in shown if smallest * f["scale"] < body]
         assert not small, f"{notebook.stem}: figure text below the body text's {body} px: {small}"
         page.close()
+
+
+def test_every_verdict_the_prose_quotes_is_decided_by_the_stored_runs(site):
+    """Every set a chapter quotes has stored runs (made by this code or older), so no glued verdict may read
+    UNDECIDED: one that does quotes words no verdict row's claim holds (a misspelt or renamed claim)."""
+    from rlbook.chapters.verdicts import UNDECIDED
+
+    quoting_nothing = [notebook.stem for notebook in NOTEBOOKS
+                       if UNDECIDED in (site / f"{notebook.stem}.html").read_text()]
+    assert not quoting_nothing, f"pages quoting a verdict no stored run decides: {quoting_nothing}"
