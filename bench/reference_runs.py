@@ -19,8 +19,6 @@ from __future__ import annotations
 import argparse
 import time
 
-import torch
-
 from rlbook.experiments import LADDER, sweep
 from rlbook.obtain import run_or_load
 from rlbook.runs import RunStore, reference_root
@@ -68,10 +66,8 @@ def ship(run) -> None:
         return
     state = run.read_state()
     if state["optimizer"] or state["queue"]:
-        final = {"update": state["update"], "model": state["model"], "optimizer": {}, "queue": [], "generator": None}
-        tmp = run.path / ".state.pt.tmp"
-        torch.save(final, tmp)
-        tmp.replace(state_path)
+        run.write_state({"update": state["update"], "model": state["model"], "optimizer": {}, "queue": [],
+                         "generator": None})
 
 
 def train_and_ship(config, store: RunStore):

@@ -85,6 +85,14 @@ class Run:
             raise CorruptRunError(f"{path}: not a training checkpoint (needs keys {sorted(keys)}); {UNTOUCHED}")
         return state
 
+    def write_state(self, state: dict) -> None:
+        """Write a checkpoint to state.pt whole or not at all (a temporary file, then a rename)."""
+        import torch
+
+        tmp = self.path / ".state.pt.tmp"
+        torch.save(state, tmp)
+        tmp.replace(self.path / "state.pt")
+
     @property
     def complete(self) -> bool:
         return bool(self.meta.get("complete"))

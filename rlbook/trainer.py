@@ -125,11 +125,9 @@ def mini_batches(rows: int, config: RunConfig) -> list[tuple[int, torch.Tensor]]
 
 def save_state(run: Run, model, optimizer, update: int, batches, generator, snapshot=None) -> None:
     trainable = {name: p.detach() for name, p in model.named_parameters() if p.requires_grad}
-    tmp = run.path / ".state.pt.tmp"
     extra = {} if snapshot is None else {"snapshot": snapshot}  # sync_every != 1: the generator's frozen weights
-    torch.save({"update": update, "model": trainable, "optimizer": optimizer.state_dict(), "queue": list(batches),
-                "generator": generator.get_state(), **extra}, tmp)
-    tmp.replace(run.path / "state.pt")
+    run.write_state({"update": update, "model": trainable, "optimizer": optimizer.state_dict(),
+                     "queue": list(batches), "generator": generator.get_state(), **extra})
 
 
 def resume(run: Run, model, optimizer, generator) -> tuple[int, deque, dict | None]:

@@ -20,7 +20,7 @@ from .. import stats
 from .run_groups import aggregate, finish, group_runs, variant
 from . import tables
 from .style import METRICS as STYLE_METRICS
-from .verdicts import token_share
+from .verdicts import per_seed, token_share
 
 VARIANT_COLORS = {"grpo": "tab:blue", "grpo+r3": "tab:green", "tis": "tab:orange", "gspo": "tab:purple"}
 METRICS = {"routing_mismatch": ("Routing mismatch (rollout vs trainer)", "share of (token, layer) decisions"),
@@ -160,7 +160,7 @@ def mean_over_updates(runs, name: str, key: str = "kl_k3") -> stats.Estimate | N
     """The seed mean ± s.e. of a metric's mean over each run's updates, for one variant's runs ("grpo", "grpo+r3",
     ...), as the score table and the verdict rows compute it; None where none of its runs is stored."""
     seeds = group_runs(runs, key=variant).get(name, [])
-    return stats.estimate([token_share(r, key) for r in seeds]) if seeds else None
+    return per_seed(seeds, lambda r: token_share(r, key)) if seeds else None
 
 
 def explorer(sources: dict, metrics=("eval_greedy_acc", "eval_sampled_acc", "kl_k3", "f2", "routing_mismatch",
