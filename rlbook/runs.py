@@ -24,10 +24,13 @@ from .config import RunConfig
 from .engines import KNOBS, engine_of
 # environment and reference_root are not used here: the notebooks import them from rlbook.runs with the RunStore
 from .progress import progress_bar
-from .storage import (UNTOUCHED, CorruptRunError, default_root, environment, read_json, read_rows,  # noqa: F401
-                      reference_root, write_atomic, write_json)
+from .storage import (UNTOUCHED, CorruptRunError, default_root, environment, parse_rows, read_json,  # noqa: F401
+                      read_rows, reference_root, write_atomic, write_json)
 
 RESULT_RECORD = "result.json"  # a ResultSet's record of what made it; not config.json, which only a run holds
+
+
+_PARSED_METRICS: dict[Path, tuple] = {}  # metrics.jsonl -> (digest of its bytes, rows): see Run.metrics
 
 
 class SupersededRunWarning(UserWarning):
@@ -58,15 +61,24 @@ class Run:
 
     @property
     def metrics(self) -> list[dict]:
-        """The rows, one per update in increasing order (anything else raises CorruptRunError naming the line)."""
+        """The rows, one per update in increasing order (anything else raises CorruptRunError naming the line).
+
+        Parsed once per content of the file (its digest), then served from memory: a chapter reads each run's rows
+        many times, and parsing them was most of the time the reference book took to replay."""
         path = self.path / "metrics.jsonl"
-        rows = read_rows(path)
+        data = path.read_bytes() if path.exists() else b""
+        digest = hashlib.blake2b(data, digest_size=16).digest()
+        cached = _PARSED_METRICS.get(path)
+        if cached is not None and cached[0] == digest:
+            return list(cached[1])
+        rows = parse_rows(data, path)
         for number, row in enumerate(rows, 1):
             update = row.get("update")
             if type(update) is not int or (number > 1 and update <= rows[number - 2]["update"]):
                 raise CorruptRunError(f"{path} line {number}: update {update!r} does not follow the row before "
                                       f"it; {UNTOUCHED}")
-        return rows
+        _PARSED_METRICS[path] = (digest, rows)
+        return list(rows)
 
     def read_state(self) -> dict | None:
         """The checkpoint in state.pt (None when there is none); an unreadable one raises CorruptRunError."""

@@ -76,10 +76,13 @@ def read_json(path: Path) -> dict:
 def read_rows(path: Path) -> list[dict]:
     """Rows of a JSONL file. A torn last line (no newline: the process died writing it) is dropped; any other
     unreadable line raises CorruptRunError naming the file and the line."""
-    if not path.exists():
-        return []
+    return parse_rows(path.read_bytes(), path) if path.exists() else []
+
+
+def parse_rows(data: bytes, path: Path) -> list[dict]:
+    """read_rows on a file's bytes (path names it in errors)."""
     rows = []
-    for number, line in enumerate(path.read_bytes().splitlines(keepends=True), 1):
+    for number, line in enumerate(data.splitlines(keepends=True), 1):
         try:
             row = json.loads(line)
         except ValueError as error:  # JSONDecodeError, UnicodeDecodeError

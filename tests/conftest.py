@@ -3,6 +3,10 @@ import os
 # Triton kernels run on the CPU through the interpreter in CI (no GPU there); set before triton is imported.
 os.environ.setdefault("TRITON_INTERPRET", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# Several test processes (pytest-xdist) share the cores: each, and each notebook kernel it starts, computes on one
+# thread (set before torch is imported), so that two processes on two cores do not fight over four threads.
+if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 import pytest  # noqa: E402

@@ -110,6 +110,21 @@ def test_append_truncate_and_series(tmp_path):
     assert run.metrics == []
 
 
+def test_metrics_read_from_memory_follow_every_change_to_the_file(tmp_path):
+    run = fake_run(RunStore(tmp_path), tiny(), rows=3, complete=True)
+    first = run.metrics
+    first.clear()  # a caller's list is its own: the next read is whole
+    assert [r["update"] for r in run.metrics] == [1, 2, 3]
+    path = run.path / "metrics.jsonl"
+    path.write_bytes(path.read_bytes().replace(b'"reward": 0.1', b'"reward": 0.9'))  # same size, rewritten at once
+    assert run.metrics[0]["reward"] == 0.9
+    run.append({"update": 4, "reward": 0.4})
+    assert [r["update"] for r in Run(run.path).metrics] == [1, 2, 3, 4]
+    path.write_bytes(path.read_bytes().replace(b'"update": 2', b'"update": 1'))
+    with pytest.raises(CorruptRunError, match="line 2"):
+        run.metrics
+
+
 # ---- the store ----
 
 def test_find_by_config_hash_regardless_of_name(tmp_path):

@@ -15,6 +15,8 @@ import pytest
 
 from rlbook import book
 
+pytestmark = pytest.mark.xdist_group("site")  # one worker builds the reference book once, for every test here
+
 NOTEBOOKS = sorted(book.NOTEBOOKS.glob("*.ipynb"))
 SCREENSHOTS = book.BUILD / "screenshots"
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",

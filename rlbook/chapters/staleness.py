@@ -28,8 +28,9 @@ def batch_rewards(run):
 def grad_clip_share(runs) -> float | None:
     """The share of the runs' updates whose gradient norm (logged before clipping) exceeds the run's `max_grad_norm`:
     how often the gradient-norm clip binds. None where no update is stored."""
-    binds = [row["grad_norm"] > run.config.max_grad_norm
-             for run in runs for row in run.metrics[1:] if "grad_norm" in row]
+    limits = [run.config.max_grad_norm for run in runs]  # one config read a run, not one a row
+    binds = [row["grad_norm"] > limit
+             for run, limit in zip(runs, limits) for row in run.metrics[1:] if "grad_norm" in row]
     return float(np.mean(binds)) if binds else None
 
 
