@@ -13,6 +13,7 @@ this code's.
 """
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
@@ -24,13 +25,14 @@ from .config import RunConfig
 from .engines import KNOBS, engine_of
 # environment and reference_root are not used here: the notebooks import them from rlbook.runs with the RunStore
 from .progress import progress_bar
-from .storage import (UNTOUCHED, CorruptRunError, default_root, environment, parse_rows, read_json,  # noqa: F401
-                      read_rows, reference_root, write_atomic, write_json)
+from .storage import (UNTOUCHED, CorruptRunError, default_root, environment, parse_json, parse_rows,  # noqa: F401
+                      read_json, read_rows, reference_root, write_atomic, write_json)
 
 RESULT_RECORD = "result.json"  # a ResultSet's record of what made it; not config.json, which only a run holds
 
 
 _PARSED_METRICS: dict[Path, tuple] = {}  # metrics.jsonl -> (digest of its bytes, rows): see Run.metrics
+_PARSED_CONFIGS: dict[Path, tuple] = {}  # config.json -> (its bytes, RunConfig): see Run.config
 
 
 class SupersededRunWarning(UserWarning):
@@ -43,16 +45,22 @@ class Run:
 
     @property
     def config(self) -> RunConfig:
+        """The run's config (a copy: parsed and checked once per content of config.json, as the metrics are)."""
         path = self.path / "config.json"
-        values = read_json(path)
-        if "engine" not in values:  # stored before engines (TRAINING_VERSION <= 2): a speed option it lacks was off
-            values = {**dict.fromkeys(KNOBS, False), **values}
-        try:
-            return RunConfig.from_dict(values)
-        except CorruptRunError:
-            raise
-        except ValueError as error:
-            raise CorruptRunError(f"{path}: not a valid run config ({error}); {UNTOUCHED}") from None
+        data = path.read_bytes()
+        cached = _PARSED_CONFIGS.get(path)
+        if cached is None or cached[0] != data:
+            values = parse_json(data, path)
+            if "engine" not in values:  # stored before engines (TRAINING_VERSION <= 2): a speed option it lacks was off
+                values = {**dict.fromkeys(KNOBS, False), **values}
+            try:
+                config = RunConfig.from_dict(values)
+            except CorruptRunError:
+                raise
+            except ValueError as error:
+                raise CorruptRunError(f"{path}: not a valid run config ({error}); {UNTOUCHED}") from None
+            cached = _PARSED_CONFIGS[path] = (data, config)
+        return copy.deepcopy(cached[1])
 
     @property
     def meta(self) -> dict:

@@ -64,8 +64,13 @@ def write_json(path: Path, value) -> None:
 
 def read_json(path: Path) -> dict:
     """A JSON object from a file; anything else raises CorruptRunError naming the file and the line."""
+    return parse_json(path.read_bytes(), path)
+
+
+def parse_json(data: bytes, path: Path) -> dict:
+    """read_json on a file's bytes (path names it in errors)."""
     try:
-        value = json.loads(path.read_bytes())
+        value = json.loads(data)
     except ValueError as error:  # JSONDecodeError, UnicodeDecodeError
         raise CorruptRunError(f"{path}: not valid JSON ({error}); {UNTOUCHED}") from None
     if not isinstance(value, dict):

@@ -125,6 +125,19 @@ def test_metrics_read_from_memory_follow_every_change_to_the_file(tmp_path):
         run.metrics
 
 
+def test_a_run_config_read_from_memory_is_a_copy_and_follows_the_file(tmp_path):
+    run = RunStore(tmp_path).create(tiny(task_params={"digits": 2}))
+    config = run.config
+    config.task_params["digits"] = 9  # a caller's config is its own
+    config.seed = 7
+    assert run.config.task_params == {"digits": 2} and run.config.seed == 0
+    write_json(run.path / "config.json", {**tiny(seed=3).to_dict(), "name": run.config.name})
+    assert Run(run.path).config.seed == 3
+    (run.path / "config.json").write_text('{"preset": "nano-tiny"')
+    with pytest.raises(CorruptRunError, match="config.json"):
+        run.config
+
+
 # ---- the store ----
 
 def test_find_by_config_hash_regardless_of_name(tmp_path):

@@ -42,8 +42,8 @@ def drift(run) -> float:
 
 def stale_m2(run) -> float:
     """M2 of the stale batches: mean over the updates after the first `staleness` (which train on base rollouts)."""
-    values = [row["m2"] for row in run.metrics if row.get("update", 0) > run.config.staleness
-              and row.get("m2") is not None]
+    staleness = run.config.staleness
+    values = [row["m2"] for row in run.metrics if row.get("update", 0) > staleness and row.get("m2") is not None]
     return statistics.fmean(values) if values else math.nan
 
 

@@ -20,10 +20,10 @@ def variant_removals(runs, first_updates_only: bool = True) -> dict[str, tuple[s
     against the policy at the start of the step, which is the current one at a step's first update: with
     `first_updates_only` only those updates count, so the three act on the same numbers."""
     def mean_over(run, key):
-        per = run.config.updates_per_step
+        config = run.config
         values = [row[key] for row in run.metrics
-                  if row.get(key) is not None and row.get("update", 0) > run.config.staleness
-                  and (not first_updates_only or (row["update"] - 1) % per == 0)]
+                  if row.get(key) is not None and row.get("update", 0) > config.staleness
+                  and (not first_updates_only or (row["update"] - 1) % config.updates_per_step == 0)]
         return statistics.fmean(values) if values else math.nan
 
     recorded = [r for r in runs if any(f"removed_frac_{VARIANTS[0]}" in row for row in r.metrics)]  # not older code's
@@ -65,8 +65,8 @@ def against_algorithm_1(by_variant: dict, quantity=stats.score) -> dict[str, tup
 def m2_met(run) -> float:
     """The M2 of the stale batches a run trained on: the mean over updates of the per-update `m2` (all response
     tokens, before any removal), after the first `staleness` updates (less stale batches, while the queue fills)."""
-    values = [row["m2"] for row in run.metrics
-              if row.get("m2") is not None and row.get("update", 0) > run.config.staleness]
+    staleness = run.config.staleness
+    values = [row["m2"] for row in run.metrics if row.get("m2") is not None and row.get("update", 0) > staleness]
     return statistics.fmean(values) if values else math.nan
 
 
