@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from peft import LoraConfig, get_peft_model
 from transformers import (AutoConfig, AutoModelForCausalLM, AutoTokenizer, Qwen3Config, Qwen3ForCausalLM,
                           Qwen3MoeConfig, Qwen3MoeForCausalLM)
 
@@ -135,6 +134,9 @@ def add_lora(model, rank: int = 16, alpha: float = 32.0, targets: tuple[str, ...
     missing = [t for t in targets if t not in present]
     if missing:
         raise ValueError(f"LoRA targets {missing} are not modules of this model; it has {sorted(present)}")
+    from peft import LoraConfig, get_peft_model  # here, not at the top: importing peft takes seconds, and a page
+    #                                               that replays stored runs never builds an adapter
+
     config = LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=0.0, target_modules=list(targets), bias="none")
     return get_peft_model(model, config)
 
