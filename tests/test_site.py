@@ -32,7 +32,7 @@ def chromium() -> str:
     return path
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # not "module": a worker that runs other files' tests between these would rebuild it
 def site(reference_book):
     pytest.importorskip("playwright")
     executed = [reference_book.execute(path) for path in NOTEBOOKS]
