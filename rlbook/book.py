@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import os
 import shutil
 import subprocess
 import tarfile
@@ -42,6 +43,9 @@ BOUNDED = ("smoke", REFERENCE)  # the profiles whose cells have a time limit
 
 
 HEADLESS_ENVIRONMENT = {"TQDM_DISABLE": "1", "RLBOOK_HEADLESS": "1"}
+# The kernel talks to papermill over Unix sockets where there are any: over TCP, two processes that start kernels at
+# once (the tests run on two) can pick the same free port, and the kernel that loses never answers.
+KERNEL_TRANSPORT = "ipc" if os.name == "posix" else "tcp"
 
 
 def execute(notebook: Path, out: Path, profile: str) -> float:
@@ -52,9 +56,8 @@ def execute(notebook: Path, out: Path, profile: str) -> float:
     explorer (HEADLESS, rlbook.chapters.explorer): a page has no kernel to drive one, and a cell that displays
     ipywidgets sometimes gets its reply only at the cell time limit (jupyter/nbclient issue 312), minutes of CI.
     """
-    import os
-
     import papermill
+    from traitlets.config import Config
 
     tic = time.time()
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -63,7 +66,8 @@ def execute(notebook: Path, out: Path, profile: str) -> float:
     try:
         papermill.execute_notebook(str(notebook), str(out), parameters={"PROFILE": profile}, cwd=str(NOTEBOOKS),
                                    kernel_name="python3", progress_bar=False,
-                                   execution_timeout=CELL_TIMEOUT if profile in BOUNDED else None)
+                                   execution_timeout=CELL_TIMEOUT if profile in BOUNDED else None,
+                                   config=Config({"KernelManager": {"transport": KERNEL_TRANSPORT}}))
     finally:
         for key, value in previous.items():
             if value is None:
