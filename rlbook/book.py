@@ -22,6 +22,7 @@ import os
 import shutil
 import subprocess
 import tarfile
+import tempfile
 import time
 from pathlib import Path
 
@@ -43,9 +44,16 @@ BOUNDED = ("smoke", REFERENCE)  # the profiles whose cells have a time limit
 
 
 HEADLESS_ENVIRONMENT = {"TQDM_DISABLE": "1", "RLBOOK_HEADLESS": "1"}
-# The kernel talks to papermill over Unix sockets where there are any: over TCP, two processes that start kernels at
-# once (the tests run on two) can pick the same free port, and the kernel that loses never answers.
-KERNEL_TRANSPORT = "ipc" if os.name == "posix" else "tcp"
+
+
+def kernel_sockets(folder: Path) -> dict:
+    """Where the kernel and papermill talk: Unix sockets in a folder of this execution's own, where there are any.
+    Over TCP, two processes that start kernels at once (the tests run on two) can pick the same free port; over Unix
+    sockets at the default path (kernel-ipc-<n> in the working directory) they can pick the same file. Either way the
+    kernel that loses never answers."""
+    if os.name != "posix":
+        return {}
+    return {"KernelManager": {"transport": "ipc", "ip": str(folder / "kernel")}}
 
 
 def execute(notebook: Path, out: Path, profile: str) -> float:
@@ -64,10 +72,11 @@ def execute(notebook: Path, out: Path, profile: str) -> float:
     previous = {key: os.environ.get(key) for key in HEADLESS_ENVIRONMENT}
     os.environ.update(HEADLESS_ENVIRONMENT)  # the kernel inherits this environment
     try:
-        papermill.execute_notebook(str(notebook), str(out), parameters={"PROFILE": profile}, cwd=str(NOTEBOOKS),
-                                   kernel_name="python3", progress_bar=False,
-                                   execution_timeout=CELL_TIMEOUT if profile in BOUNDED else None,
-                                   config=Config({"KernelManager": {"transport": KERNEL_TRANSPORT}}))
+        with tempfile.TemporaryDirectory(prefix="rlbook-kernel-") as sockets:
+            papermill.execute_notebook(str(notebook), str(out), parameters={"PROFILE": profile}, cwd=str(NOTEBOOKS),
+                                       kernel_name="python3", progress_bar=False,
+                                       execution_timeout=CELL_TIMEOUT if profile in BOUNDED else None,
+                                       config=Config(kernel_sockets(Path(sockets))))
     finally:
         for key, value in previous.items():
             if value is None:

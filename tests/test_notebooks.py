@@ -112,3 +112,28 @@ def test_the_prose_check_catches_a_typed_result(tmp_path):
     path = tmp_path / "x.ipynb"
     path.write_text(json.dumps(notebook))
     assert [hit.split()[0] for hit in hand_typed_numbers(path, set())] == ["0.613"]
+
+
+def test_kernels_started_at_once_each_answer_their_own_client(tmp_path):
+    """Four notebooks executed at once by four processes (CI runs the tests on two): each kernel talks to its own
+    client (rlbook.book.kernel_sockets). Sockets at a shared default path, or racing for TCP ports, left a kernel that
+    never answered, or answered another client with the wrong key."""
+    import subprocess
+    import sys
+
+    import nbformat
+
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("PROFILE = 'smoke'\nprint(PROFILE * 2)")])
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(notebook, tmp_path / "tiny.ipynb")
+    script = "import sys; from pathlib import Path; from rlbook.book import execute; " \
+             "execute(Path(sys.argv[1]), Path(sys.argv[2]), 'smoke')"
+    processes = [subprocess.Popen([sys.executable, "-c", script, str(tmp_path / "tiny.ipynb"),
+                                   str(tmp_path / f"out{i}.ipynb")], stderr=subprocess.PIPE, text=True)
+                 for i in range(4)]
+    for process in processes:
+        _, stderr = process.communicate(timeout=300)
+        assert process.returncode == 0, stderr[-2000:]
+    for i in range(4):
+        outputs = nbformat.read(tmp_path / f"out{i}.ipynb", as_version=4).cells[-1].outputs
+        assert outputs[0]["text"] == "smokesmoke\n"
