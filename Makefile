@@ -20,11 +20,11 @@ $(STAMP): pyproject.toml
 book: $(STAMP)
 	$(PY) -m rlbook.book --profile $(PROFILE)
 
-# The tests run on TEST_WORKERS processes (pytest-xdist; CI's machine has 2 cores): the rendered book's tests stay on
-# one of them (one reference-profile build), the rest, the smoke notebooks included, are shared out.
+# The tests run on TEST_WORKERS processes (pytest-xdist; CI's machine has 2 cores), a test file to a process: the
+# rendered book's tests (one reference-profile build) on one, the smoke notebooks on one, the other files shared out.
 TEST_WORKERS ?= 2
 test: $(STAMP)
-	TRITON_INTERPRET=1 $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
+	TRITON_INTERPRET=1 $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 # What only a CUDA GPU can measure, in under 10 minutes, into bench/results/ (bench/gpu_check.py); exit 2 without one.
 gpu-check: $(STAMP)

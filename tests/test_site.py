@@ -15,8 +15,6 @@ import pytest
 
 from rlbook import book
 
-pytestmark = pytest.mark.xdist_group("site")  # one worker builds the reference book once, for every test here
-
 NOTEBOOKS = sorted(book.NOTEBOOKS.glob("*.ipynb"))
 SCREENSHOTS = book.BUILD / "screenshots"
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -32,7 +30,7 @@ def chromium() -> str:
     return path
 
 
-@pytest.fixture(scope="session")  # not "module": a worker that runs other files' tests between these would rebuild it
+@pytest.fixture(scope="session")  # built once a process (make test sends this file's tests to one: --dist loadfile)
 def site(reference_book):
     pytest.importorskip("playwright")
     executed = [reference_book.execute(path) for path in NOTEBOOKS]
