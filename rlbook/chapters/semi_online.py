@@ -117,7 +117,7 @@ def score_and_cost_figure(runs):
     if bases:
         left.axhline(np.mean(bases), color="gray", ls="--", lw=1.5, label="warm start (before RL)")
     for ax in (left, right):
-        ax.set_xticks(range(len(syncs)), [sync_label(s) for s in syncs])
+        ax.set_xticks(range(len(syncs)), [sync_label(s).replace("every ", "every\n") for s in syncs])  # no overlap
         ax.set_xlabel("generator synced with the policy")
     left.set(title="Score by sync interval", ylabel="greedy accuracy, mean of last 3 evaluations")
     right.set(title="Cost of an update", ylabel="seconds per update (one core)")
