@@ -64,7 +64,7 @@ def test_figures_draw_one_line_per_setting(runs):
     plt.close(fig)
     fig = ch7.score_and_cost_figure(runs)
     left, right = fig.axes
-    assert [t.get_text() for t in left.get_xticklabels()] == ["online", "sync every 4", "offline"]
+    assert [t.get_text() for t in left.get_xticklabels()] == ["online", "sync every\n4", "offline"]
     assert len(right.patches) == 6  # per setting: a generating and an updating bar
     plt.close(fig)
 
