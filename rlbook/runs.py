@@ -31,8 +31,18 @@ from .storage import (UNTOUCHED, CorruptRunError, default_root, environment, par
 RESULT_RECORD = "result.json"  # a ResultSet's record of what made it; not config.json, which only a run holds
 
 
-_PARSED_METRICS: dict[Path, tuple] = {}  # metrics.jsonl -> (digest of its bytes, rows): see Run.metrics
-_PARSED_CONFIGS: dict[Path, tuple] = {}  # config.json -> (its bytes, RunConfig): see Run.config
+_PARSED: dict[Path, tuple] = {}  # a run's config.json or metrics.jsonl -> (digest of its bytes, parsed): see parsed_once
+
+
+def parsed_once(path: Path, data: bytes, parse):
+    """parse(data) for the file at path, computed once per content of the file (keyed by a digest of its bytes, so a
+    rewrite at the same size and time is still seen): a chapter reads each run's config and rows many times, and
+    parsing them was most of the time the reference book took to replay. Callers hand out copies."""
+    digest = hashlib.blake2b(data, digest_size=16).digest()
+    cached = _PARSED.get(path)
+    if cached is None or cached[0] != digest:
+        cached = _PARSED[path] = (digest, parse(data))
+    return cached[1]
 
 
 class SupersededRunWarning(UserWarning):
@@ -45,22 +55,21 @@ class Run:
 
     @property
     def config(self) -> RunConfig:
-        """The run's config (a copy: parsed and checked once per content of config.json, as the metrics are)."""
+        """The run's config (a copy; parsed and checked once per content of config.json: parsed_once)."""
         path = self.path / "config.json"
-        data = path.read_bytes()
-        cached = _PARSED_CONFIGS.get(path)
-        if cached is None or cached[0] != data:
+
+        def parse(data: bytes) -> RunConfig:
             values = parse_json(data, path)
             if "engine" not in values:  # stored before engines (TRAINING_VERSION <= 2): a speed option it lacks was off
                 values = {**dict.fromkeys(KNOBS, False), **values}
             try:
-                config = RunConfig.from_dict(values)
+                return RunConfig.from_dict(values)
             except CorruptRunError:
                 raise
             except ValueError as error:
                 raise CorruptRunError(f"{path}: not a valid run config ({error}); {UNTOUCHED}") from None
-            cached = _PARSED_CONFIGS[path] = (data, config)
-        return copy.deepcopy(cached[1])
+
+        return copy.deepcopy(parsed_once(path, path.read_bytes(), parse))
 
     @property
     def meta(self) -> dict:
@@ -69,24 +78,20 @@ class Run:
 
     @property
     def metrics(self) -> list[dict]:
-        """The rows, one per update in increasing order (anything else raises CorruptRunError naming the line).
-
-        Parsed once per content of the file (its digest), then served from memory: a chapter reads each run's rows
-        many times, and parsing them was most of the time the reference book took to replay."""
+        """The rows, one per update in increasing order (anything else raises CorruptRunError naming the line); a new
+        list each call, parsed once per content of the file (parsed_once)."""
         path = self.path / "metrics.jsonl"
-        data = path.read_bytes() if path.exists() else b""
-        digest = hashlib.blake2b(data, digest_size=16).digest()
-        cached = _PARSED_METRICS.get(path)
-        if cached is not None and cached[0] == digest:
-            return list(cached[1])
-        rows = parse_rows(data, path)
-        for number, row in enumerate(rows, 1):
-            update = row.get("update")
-            if type(update) is not int or (number > 1 and update <= rows[number - 2]["update"]):
-                raise CorruptRunError(f"{path} line {number}: update {update!r} does not follow the row before "
-                                      f"it; {UNTOUCHED}")
-        _PARSED_METRICS[path] = (digest, rows)
-        return list(rows)
+
+        def parse(data: bytes) -> list[dict]:
+            rows = parse_rows(data, path)
+            for number, row in enumerate(rows, 1):
+                update = row.get("update")
+                if type(update) is not int or (number > 1 and update <= rows[number - 2]["update"]):
+                    raise CorruptRunError(f"{path} line {number}: update {update!r} does not follow the row before "
+                                          f"it; {UNTOUCHED}")
+            return rows
+
+        return list(parsed_once(path, path.read_bytes() if path.exists() else b"", parse))
 
     def read_state(self) -> dict | None:
         """The checkpoint in state.pt (None when there is none); an unreadable one raises CorruptRunError."""
