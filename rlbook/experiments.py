@@ -206,6 +206,22 @@ def m2po_variants_sweep(profile: str = "auto") -> list[RunConfig]:
             for o in M2PO_VARIANTS for seed in DECISIVE_SEEDS[profile]]
 
 
+# Chapter 3's test of why AReaL's rule drifts further than Algorithm 1's: AReaL's rule with its masked tokens kept
+# in the loss's denominator (objectives.m2po_areal, masked_in_denominator), the only change, beside the variants.
+AREAL_DENOMINATOR_TEST = {"masked_in_denominator": True}
+
+
+def areal_denominator_sweep(profile: str = "auto") -> list[RunConfig]:
+    """Chapter 3: m2po_areal with the masked tokens in the denominator, at the M2PO variants' rung and seeds."""
+    profile = resolve_profile(profile)
+    lr = SLOW_DRIFT_LR_FACTOR * BASE[profile]["lr"]
+    staleness = SLOW_DRIFT_STALENESS_FACTOR * max(STALENESS[profile])
+    return [stale_run(profile, "m2po_areal", staleness, seed, lr=lr, experiment="02_slow_drift",
+                      objective_params=dict(AREAL_DENOMINATOR_TEST),
+                      name=f"m2po_areal-masked-in-denominator-s{staleness}-lr{lr:.3g}-{profile}-seed{seed}")
+            for seed in DECISIVE_SEEDS[profile]]
+
+
 def tau_sweep(profile: str = "auto") -> list[RunConfig]:
     """Chapter 3: M2PO's threshold tau at the largest staleness (the paper's Fig. 8), every seed that decides a verdict
     (signature f compares taus). At the default tau the runs are the staleness sweep's own M2PO runs (same config,
@@ -325,6 +341,7 @@ def semi_online_sweep(profile: str = "auto") -> list[RunConfig]:
 SWEEPS = {"grpo": lambda p: [grpo_from_scratch(p, s) for s in DECISIVE_SEEDS[resolve_profile(p)]],
           "staleness": staleness_sweep, "fast_drift": fast_drift_sweep, "slow_drift": slow_drift_sweep,
           "drift_ladder": drift_ladder_sweep, "m2po_variants": m2po_variants_sweep,
+          "areal_denominator": areal_denominator_sweep,
           "collapse_long": collapse_long_sweep,
           "lopti_arithmetic": lopti_arithmetic_sweep,
           "tau": tau_sweep, "lopti": lopti_sweep, "router_replay": router_replay_sweep,

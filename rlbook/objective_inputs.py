@@ -29,6 +29,8 @@ def check_params(name, objective, params):
                              f"{', '.join(accepted) or 'none'}")
         if key in PARAM_RULES and not (key == "dual_clip" and value is None):
             check_number(key, value, *PARAM_RULES[key])
+        if isinstance(accepted[key].default, bool) and not isinstance(value, bool):
+            raise ValueError(f"{key}={value!r} is invalid; it must be True or False")
     for key, p in accepted.items():
         if p.default is inspect.Parameter.empty and key not in params:
             raise ValueError(f"objective {name!r} requires {key}=<[B, T] tensor> (log-probs under the policy at "

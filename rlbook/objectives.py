@@ -89,17 +89,21 @@ def m2po_cap(logp, blogp, advantages, resp, *, tau=0.04):
     return -_token_mean(term, resp), flags
 
 
-def m2po_areal(logp, blogp, advantages, resp, *, prox_logp, tau=0.04, eps_low=0.2, eps_high=0.2):
+def m2po_areal(logp, blogp, advantages, resp, *, prox_logp, tau=0.04, eps_low=0.2, eps_high=0.2,
+               masked_in_denominator=False):
     """AReaL's M2PO (inclusionAI/AReaL, areal/trainer/ppo/actor.py `_apply_m2po_masking`, PR 480), not Algorithm
     1: the drift is measured between the behaviour policy and the proximal one (the policy at the start of the
     step); every response token is a candidate, not only the trust-region tokens; the largest (log r)^2 are
     masked until the mean of the rest is below tau, keeping at least one token; masked tokens leave the loss and
-    its denominator; the kept tokens get AReaL's decoupled PPO loss (eps clip on pi / pi_prox)."""
+    its denominator; the kept tokens get AReaL's decoupled PPO loss (eps clip on pi / pi_prox).
+    `masked_in_denominator=True` is not AReaL's: the masked tokens stay in the denominator, as in Algorithm 1 (the
+    loss is AReaL's times n_kept / n_response), to test whether the denominator is what sets the two apart."""
     # keep = M2 mask of d = prox_logp - blogp over all tokens;
-    # L = -sum_kept (pi_prox / pi_behav) min(u A, clip(u) A) / n_kept
+    # L = -sum_kept (pi_prox / pi_behav) min(u A, clip(u) A) / n_kept   (n_response with masked_in_denominator)
     keep = _m2po_areal_keep(prox_logp - blogp, resp, tau)
     term, flags = _clipped_surrogate(torch.exp(logp - prox_logp), advantages, 1 - eps_low, 1 + eps_high)
-    loss = -_token_mean(torch.exp(prox_logp - blogp) * term, keep)
+    kept_term = torch.exp(prox_logp - blogp) * term
+    loss = -(_token_mean(keep * kept_term, resp) if masked_in_denominator else _token_mean(kept_term, keep))
     return loss, {"clipped_low": flags["clipped_low"] & keep, "clipped_high": flags["clipped_high"] & keep,
                   "masked": resp & ~keep}
 

@@ -138,6 +138,26 @@ def test_m2po_areal_by_hand():
     assert_grad(grad, [[0.0, 1 / 3, -1 / 3, 0.0, -1 / 3]])
 
 
+def test_m2po_areal_with_the_masked_tokens_in_the_denominator_divides_by_every_response_token():
+    """The hypothesis test's variant: the same 3 kept tokens and mask, but the sum is divided by all 5 response
+    tokens (Algorithm 1's denominator), so loss and gradient are AReaL's times 3/5."""
+    d = [0.5, -0.1, 0.1, -0.5, 0.2]
+    logp, blogp, adv, mask = tokens([[0.0] * 5], M2PO_CASE[1])
+    prox = blogp + torch.tensor([d], dtype=F64)
+    loss, grad, flags = loss_and_grad("m2po_areal", logp, blogp, adv, mask, prox_logp=prox,
+                                      masked_in_denominator=True)
+    assert_flag(flags, "masked", [[True, False, False, True, False]])
+    assert loss == pytest.approx(-(-1.0 + 1.0 + 1.0) / 5)
+    assert_grad(grad, [[0.0, 1 / 5, -1 / 5, 0.0, -1 / 5]])
+
+
+@pytest.mark.parametrize("value", [1, "yes", None])
+def test_a_switch_that_is_not_a_bool_is_refused(value):
+    logp, blogp, adv, mask = tokens([[0.0] * 5], M2PO_CASE[1])
+    with pytest.raises(ValueError, match="masked_in_denominator=.* must be True or False"):
+        policy_loss("m2po_areal", logp, blogp, adv, mask, prox_logp=blogp, masked_in_denominator=value)
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.floats(-2, 2), min_size=1, max_size=12), st.sampled_from([0.005, 0.04, 0.3]), st.data())
 def test_m2po_areal_mask_is_the_literal_loop(d, tau, data):
