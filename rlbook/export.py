@@ -241,6 +241,10 @@ def areal_export(config: RunConfig) -> Export:
                            "log pi_prox)^2 and applies its decoupled PPO clip on top; rlbook's Algorithm 1 takes only "
                            "trust-region tokens ((A>0 & r>1) | (A<0 & r<1)) as candidates, over the whole mini-batch, "
                            "with r = pi / pi_behaviour and no clip")
+    if config.objective == "m2po_areal" and config.objective_params.get("masked_in_denominator"):
+        out.differs.append("m2po_areal with masked_in_denominator: AReaL divides the loss by the kept tokens only; "
+                           "this run kept the masked tokens in the denominator (chapter 3's test), which AReaL has no "
+                           "setting for")
     if config.objective == "tis":
         out.set("actor.rejection_sampling", {"level": "token", "action": "clamp", "metric": "ratio",
                                              "upper": config.objective_params.get("tis_cap", 2.0)},

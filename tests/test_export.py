@@ -81,6 +81,9 @@ def test_m2po_and_staleness_map_to_areal_and_are_listed_where_missing():
         assert "objective='m2po'" in lacks and "staleness=48" in lacks, engine
     areal_variant = settings(export_text(config.replace(objective="m2po_areal"), "areal"), "areal")
     assert areal_variant["actor.m2_threshold"] == 0.04 and areal_variant["actor.eps_clip"] == 0.2
+    assert "denominator" not in header(export_text(config.replace(objective="m2po_areal"), "areal"))
+    tested = config.replace(objective="m2po_areal", objective_params={"masked_in_denominator": True})
+    assert "masked tokens in the denominator" in header(export_text(tested, "areal")).split("computed differently")[1]
 
 
 def test_router_replay_maps_to_verl_r3_and_is_missing_elsewhere():

@@ -102,3 +102,28 @@ def test_the_table_shows_each_rules_own_m2_and_removals(tmp_path):
     # AReaL's runs are not stored: its same-batch columns still show, its own columns say so
     assert "5.00% ± 0.00" in areal and areal.count("–") == 3
     assert m2po_variants.variants_table({}, {}).count("–") == 15  # nothing stored: every cell says so
+
+
+@pytest.mark.parametrize("tested_finals, tested_m2, conclusion", [
+    ([0.60, 0.62, 0.61], 0.15, m2po_variants.SUPPORTED),
+    ([0.50, 0.52, 0.51], 0.15, m2po_variants.PARTLY),
+    ([0.60, 0.62, 0.61], 0.36, m2po_variants.NOT_SUPPORTED)])
+def test_the_denominator_test_concludes_from_the_m2_met_first_then_the_score(tmp_path, tested_finals, tested_m2,
+                                                                            conclusion):
+    """AReaL's rule scores about 0.51 and meets M2 0.36 over seeds whose M2 differs a little (a standard error); the
+    tested rule either meets a lower M2 (then the score decides between supported and in part) or the same."""
+    areal = [make_run(tmp_path, f"a{i}", f, m2=0.36 + 0.01 * (i - 1), objective="m2po_areal", seed=i)
+             for i, f in enumerate([0.50, 0.52, 0.51])]
+    tested = [make_run(tmp_path, f"t{i}", f, m2=tested_m2 + 0.01 * (i - 1), objective="m2po_areal", seed=i,
+                       objective_params={"masked_in_denominator": True}) for i, f in enumerate(tested_finals)]
+    got = m2po_variants.denominator_test(areal, tested)
+    assert got.conclusion == conclusion
+    assert got.m2.mean == pytest.approx(tested_m2 - 0.36)
+    scored_higher = tested_finals[0] > 0.55
+    assert got.score_reading == ("above AReaL's by more than 2 s.e." if scored_higher else "within 2 s.e. of AReaL's")
+
+
+def test_the_denominator_test_needs_three_seeds_a_side(tmp_path):
+    areal = seeds(tmp_path, "m2po_areal", [0.50, 0.52, 0.51])
+    assert m2po_variants.denominator_test(areal, areal[:2]) is None
+    assert m2po_variants.denominator_test([], areal) is None
