@@ -104,26 +104,31 @@ def test_the_table_shows_each_rules_own_m2_and_removals(tmp_path):
     assert m2po_variants.variants_table({}, {}).count("–") == 15  # nothing stored: every cell says so
 
 
-@pytest.mark.parametrize("tested_finals, tested_m2, conclusion", [
-    ([0.60, 0.62, 0.61], 0.15, m2po_variants.SUPPORTED),
-    ([0.50, 0.52, 0.51], 0.15, m2po_variants.PARTLY),
-    ([0.60, 0.62, 0.61], 0.36, m2po_variants.NOT_SUPPORTED)])
-def test_the_denominator_test_concludes_from_the_m2_met_first_then_the_score(tmp_path, tested_finals, tested_m2,
-                                                                            conclusion):
-    """AReaL's rule scores about 0.51 and meets M2 0.36 over seeds whose M2 differs a little (a standard error); the
-    tested rule either meets a lower M2 (then the score decides between supported and in part) or the same."""
-    areal = [make_run(tmp_path, f"a{i}", f, m2=0.36 + 0.01 * (i - 1), objective="m2po_areal", seed=i)
-             for i, f in enumerate([0.50, 0.52, 0.51])]
-    tested = [make_run(tmp_path, f"t{i}", f, m2=tested_m2 + 0.01 * (i - 1), objective="m2po_areal", seed=i,
-                       objective_params={"masked_in_denominator": True}) for i, f in enumerate(tested_finals)]
-    got = m2po_variants.denominator_test(areal, tested)
+@pytest.mark.parametrize("tested_m2, conclusion", [
+    (0.15, m2po_variants.SUPPORTED), (0.25, m2po_variants.PARTLY), (0.35, m2po_variants.NOT_SUPPORTED)])
+def test_the_denominator_test_reads_the_m2_met_against_areal_and_algorithm_1(tmp_path, tested_m2, conclusion):
+    """AReaL's rule meets M2 0.36 and Algorithm 1's 0.15, over seeds whose M2 differs by 0.01 (a standard error of
+    about 0.006 a side); the tested rule meets Algorithm 1's, one in between or AReaL's."""
+    def runs(prefix, m2, **config):
+        return [make_run(tmp_path, f"{prefix}{i}", f, m2=m2 + 0.01 * (i - 1), seed=i, **config)
+                for i, f in enumerate([0.50, 0.52, 0.51])]
+    areal, algorithm_1 = runs("a", 0.36, objective="m2po_areal"), runs("m", 0.15, objective="m2po")
+    tested = runs("t", tested_m2, objective="m2po_areal", objective_params={"masked_in_denominator": True})
+    got = m2po_variants.denominator_test(areal, tested, algorithm_1)
     assert got.conclusion == conclusion
     assert got.m2.mean == pytest.approx(tested_m2 - 0.36)
-    scored_higher = tested_finals[0] > 0.55
-    assert got.score_reading == ("above AReaL's by more than 2 s.e." if scored_higher else "within 2 s.e. of AReaL's")
+    assert got.m2_vs_algorithm_1.mean == pytest.approx(tested_m2 - 0.15)
+    assert got.score.mean == pytest.approx(0.0) and got.score_reading == "within 2 s.e. of AReaL's"
+
+
+def test_the_denominator_test_is_undecided_where_the_noise_covers_both_sides(tmp_path):
+    noisy = [0.10, 0.40, 0.70]  # a standard error of 0.17 on every side
+    areal, algorithm_1, tested = ([make_run(tmp_path, f"{p}{i}", 0.5, m2=m, seed=i, objective="m2po_areal")
+                                   for i, m in enumerate(noisy)] for p in "amt")
+    assert m2po_variants.denominator_test(areal, tested, algorithm_1).conclusion == m2po_variants.UNDECIDED_TEST
 
 
 def test_the_denominator_test_needs_three_seeds_a_side(tmp_path):
     areal = seeds(tmp_path, "m2po_areal", [0.50, 0.52, 0.51])
-    assert m2po_variants.denominator_test(areal, areal[:2]) is None
-    assert m2po_variants.denominator_test([], areal) is None
+    assert m2po_variants.denominator_test(areal, areal[:2], areal) is None
+    assert m2po_variants.denominator_test([], areal, areal) is None
