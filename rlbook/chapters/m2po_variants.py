@@ -129,16 +129,11 @@ def variants_table(removed: dict, by_variant: dict) -> str:
 # the loss's denominator (each kept token then carries a larger share of the gradient). The test trains AReaL's rule
 # with the masked tokens kept in the denominator (experiments.areal_denominator_sweep), the only change. Where the
 # denominator is the cause, the M2 the tested rule meets falls below AReaL's, to Algorithm 1's.
-SUPPORTED = ("supports the hypothesis: with the masked tokens kept in the denominator the M2 met falls below AReaL's "
-             "by more than 2 s.e., to within 2 s.e. of Algorithm 1's")
-PARTLY = ("supports it in part: with the masked tokens kept in the denominator the M2 met falls below AReaL's by more "
-          "than 2 s.e., but stays above Algorithm 1's by more than 2 s.e.")
-NOT_SUPPORTED = ("does not support the hypothesis: with the masked tokens kept in the denominator the M2 met does not "
-                 "fall below AReaL's beyond 2 s.e. and stays above Algorithm 1's by more than 2 s.e., so most of the "
-                 "extra drift comes from elsewhere (AReaL's wider candidate set, or its clip to the policy at the start "
-                 "of the step)")
-UNDECIDED_TEST = ("cannot decide it: the M2 met neither falls below AReaL's nor stays above Algorithm 1's beyond "
-                  "2 s.e.")
+SUPPORTED = "supports the hypothesis: the denominator accounts for AReaL's extra drift"
+PARTLY = "supports it in part: the denominator accounts for some of AReaL's extra drift, not all of it"
+NOT_SUPPORTED = ("does not support the hypothesis: most of AReaL's extra drift comes from elsewhere (its wider "
+                 "candidate set, or its clip to the policy at the start of the step)")
+UNDECIDED_TEST = "cannot decide it at this noise"
 
 
 @dataclass(frozen=True)
@@ -156,7 +151,9 @@ class DenominatorTest:
 
 def denominator_test(areal, tested, algorithm_1) -> DenominatorTest | None:
     """AReaL's rule with its masked tokens in the denominator (`tested`) against AReaL's own rule (`areal`) and
-    Algorithm 1's (`algorithm_1`), on the same rung and seeds; None where a side has fewer than stats.MIN_SEEDS runs."""
+    Algorithm 1's (`algorithm_1`), on the same rung and seeds; None where a side has fewer than stats.MIN_SEEDS runs.
+    The conclusion reads the M2 met at 2 s.e.: below AReaL's and not above Algorithm 1's, SUPPORTED; below AReaL's
+    and above Algorithm 1's, PARTLY; not below AReaL's and above Algorithm 1's, NOT_SUPPORTED; else UNDECIDED_TEST."""
     if min(len(areal), len(tested), len(algorithm_1)) < stats.MIN_SEEDS:
         return None
     score, m2 = difference(tested, areal, stats.score), difference(tested, areal, m2_met)
