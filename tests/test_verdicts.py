@@ -333,5 +333,9 @@ def test_quoted_verdict_takes_the_first_claim_with_every_word_and_refuses_to_gue
     assert verdicts.quoted_verdict(rows, "M2PO", "GRPO") == stats.REPRODUCED
     assert verdicts.quoted_verdict(rows, "staleness") == stats.NOT_REPRODUCED
     assert verdicts.quoted_verdict(rows, "matches") == verdicts.UNDECIDED  # stored no runs: not a verdict
-    assert verdicts.quoted_verdict(rows, "collapses") == verdicts.UNDECIDED  # no such claim in this set
     assert verdicts.find(rows, "M2PO", "matches").verdict == verdicts.NO_RUNS
+    with pytest.raises(ValueError, match=r"no verdict's claim holds all of \['collapses'\]; the claims are: "
+                                         r"'a. GRPO gets worse with staleness'"):
+        verdicts.quoted_verdict(rows, "collapses")  # a mistyped or missing claim fails loudly
+    assert verdicts.quoted_verdict(rows, "collapses", absent_ok=True) == verdicts.UNDECIDED  # not in this profile
+    assert verdicts.quoted_verdict([], "collapses") == verdicts.UNDECIDED  # no runs stored at all

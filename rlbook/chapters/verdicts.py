@@ -95,16 +95,22 @@ def _missing(claim: str, paper: str) -> Signature:
     return Signature(claim, paper, "no runs of this setting", NO_RUNS)
 
 
-def find(signatures: list[Signature], *words: str) -> Signature | None:
-    """The first signature whose claim holds every one of `words`; None where none does (its runs are not stored, or
-    the profile has no such setting: the smoke profile's chapter 7 has no sync interval of 100)."""
-    return next((s for s in signatures if all(w in s.claim for w in words)), None)
+def find(signatures: list[Signature], *words: str, absent_ok: bool = False) -> Signature | None:
+    """The first signature whose claim holds every one of `words`. None where `signatures` is empty (no runs stored)
+    or, with `absent_ok`, where the profile has no such setting (the smoke profile's chapter 7 has no sync interval of
+    100); otherwise a miss is a ValueError listing the claims, so that a mistyped word fails instead of quoting
+    nothing."""
+    row = next((s for s in signatures if all(w in s.claim for w in words)), None)
+    if row is None and signatures and not absent_ok:
+        raise ValueError(f"no verdict's claim holds all of {list(words)}; the claims are: "
+                         + "; ".join(repr(s.claim) for s in signatures))
+    return row
 
 
-def quoted_verdict(signatures: list[Signature], *words: str) -> str:
+def quoted_verdict(signatures: list[Signature], *words: str, absent_ok: bool = False) -> str:
     """The verdict of the first signature whose claim holds every one of `words` (find), for a chapter's prose to
-    quote: UNDECIDED where there is none or its runs are not stored."""
-    row = find(signatures, *words)
+    quote: UNDECIDED where there is none (absent_ok, or no signatures) or its runs are not stored."""
+    row = find(signatures, *words, absent_ok=absent_ok)
     return UNDECIDED if row is None or row.verdict == NO_RUNS else row.verdict
 
 
