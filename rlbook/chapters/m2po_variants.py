@@ -132,7 +132,8 @@ def variants_table(removed: dict, by_variant: dict) -> str:
 SUPPORTED = "supports the hypothesis: the denominator accounts for AReaL's extra drift"
 PARTLY = "supports it in part: the denominator accounts for some of AReaL's extra drift, not all of it"
 NOT_SUPPORTED = ("does not support the hypothesis: most of AReaL's extra drift comes from elsewhere (its wider "
-                 "candidate set, or its clip to the policy at the start of the step)")
+                 "candidate set, which also masks tokens whose gradient would pull the ratio back toward 1, or its "
+                 "clip to the policy at the start of the step)")
 UNDECIDED_TEST = "cannot decide it at this noise"
 
 
