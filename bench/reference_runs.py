@@ -27,13 +27,13 @@ from rlbook.runs import RunStore, reference_root
 # (arithmetic), the ladder's quarter-rate rung (with the other two, the trend verdict's three rungs) and its fast
 # rung; then what makes a whole chapter or section current for a few minutes a run (the M2PO variants, chapters 6
 # and 7), chapter 2's long no-trust-region runs (full fine-tuning: about 20 min a run, but the collapse verdict needs
-# their seeds), chapter 3's test of AReaL's denominator, chapter 2's staleness set and chapter 3's tau sweep; then the
-# ladder's slowest rung (3200 updates a run: the fifth rung the ladder needs), chapter 2's fast-drift set, and last
-# chapter 4 on K&K (the costliest a run). An entry is a sweep, or the ladder with the rungs it takes (by the learning
-# rate's factor over the reference rate).
+# their seeds), chapter 3's test of AReaL's denominator, chapter 2's staleness set, chapter 4's test of Lopti at half
+# the rate and chapter 3's tau sweep; then the ladder's slowest rung (the fifth rung the ladder needs), chapter 2's
+# fast-drift set, and last chapter 4 on K&K (the costliest a run). An entry is a sweep, or the ladder with the rungs it
+# takes (by the learning rate's factor over the reference rate).
 QUEUE = ("grpo", "slow_drift", ("drift_ladder", (0.5, 1.0)), "lopti_arithmetic", ("drift_ladder", (0.25, 2.0)),
-         "m2po_variants", "router_replay", "semi_online", "collapse_long", "areal_denominator", "staleness", "tau",
-         ("drift_ladder", (0.125,)), "fast_drift", "lopti")
+         "m2po_variants", "router_replay", "semi_online", "collapse_long", "areal_denominator", "staleness",
+         "lopti_half_rate", "tau", ("drift_ladder", (0.125,)), "fast_drift", "lopti")
 WEIGHTS_READ = ("04_lopti",)  # rlbook.chapters.lopti.run_accuracy_by_people reads these (K&K) runs' final weights
 
 

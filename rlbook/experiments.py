@@ -271,6 +271,20 @@ def lopti_arithmetic_sweep(profile: str = "auto") -> list[RunConfig]:
     return [lopti_arithmetic_run(profile, v, seed) for seed in DECISIVE_SEEDS[profile] for v in LOPTI_VARIANTS]
 
 
+# Chapter 4's test of why Lopti costs accuracy on arithmetic: AdamW moves the weights by about the learning rate a
+# step whatever the gradient's size, so Lopti's two steps a batch move them about twice as far as GRPO's one. The test
+# trains Lopti at half the learning rate, the only change.
+LOPTI_TEST_LR_FACTOR = 0.5
+
+
+def lopti_half_rate_sweep(profile: str = "auto") -> list[RunConfig]:
+    """Chapter 4: Lopti on arithmetic at LOPTI_TEST_LR_FACTOR times the rate, the variants' seeds."""
+    profile = resolve_profile(profile)
+    lr = LOPTI_TEST_LR_FACTOR * BASE[profile]["lr"]
+    return [lopti_arithmetic_run(profile, "lopti", seed, lr=lr, name=f"lopti-lr{lr:g}-arithmetic-{profile}-seed{seed}")
+            for seed in DECISIVE_SEEDS[profile]]
+
+
 def lopti_sweep(profile: str = "auto") -> list[RunConfig]:
     profile = resolve_profile(profile)
     return [lopti_run(profile, v, seed) for v in LOPTI_VARIANTS for seed in DECISIVE_SEEDS[profile]]
@@ -343,7 +357,7 @@ SWEEPS = {"grpo": lambda p: [grpo_from_scratch(p, s) for s in DECISIVE_SEEDS[res
           "drift_ladder": drift_ladder_sweep, "m2po_variants": m2po_variants_sweep,
           "areal_denominator": areal_denominator_sweep,
           "collapse_long": collapse_long_sweep,
-          "lopti_arithmetic": lopti_arithmetic_sweep,
+          "lopti_arithmetic": lopti_arithmetic_sweep, "lopti_half_rate": lopti_half_rate_sweep,
           "tau": tau_sweep, "lopti": lopti_sweep, "router_replay": router_replay_sweep,
           "semi_online": semi_online_sweep}
 

@@ -5,7 +5,7 @@ import math
 import pytest
 
 from rlbook import stats
-from rlbook.chapters import m2po_variants
+from rlbook.chapters import m2po_variants, mechanism
 from rlbook.config import RunConfig
 from rlbook.runs import Run, write_json
 
@@ -104,9 +104,9 @@ def test_the_table_shows_each_rules_own_m2_and_removals(tmp_path):
     assert m2po_variants.variants_table({}, {}).count("–") == 15  # nothing stored: every cell says so
 
 
-@pytest.mark.parametrize("tested_m2, conclusion", [
-    (0.15, m2po_variants.SUPPORTED), (0.25, m2po_variants.PARTLY), (0.35, m2po_variants.NOT_SUPPORTED)])
-def test_the_denominator_test_reads_the_m2_met_against_areal_and_algorithm_1(tmp_path, tested_m2, conclusion):
+@pytest.mark.parametrize("tested_m2, outcome", [
+    (0.15, mechanism.SUPPORTED), (0.25, mechanism.PARTLY), (0.35, mechanism.NOT_SUPPORTED)])
+def test_the_denominator_test_reads_the_m2_met_against_areal_and_algorithm_1(tmp_path, tested_m2, outcome):
     """AReaL's rule meets M2 0.36 and Algorithm 1's 0.15, over seeds whose M2 differs by 0.01 (a standard error of
     about 0.006 a side); the tested rule meets Algorithm 1's, one in between or AReaL's."""
     def runs(prefix, m2, **config):
@@ -115,7 +115,7 @@ def test_the_denominator_test_reads_the_m2_met_against_areal_and_algorithm_1(tmp
     areal, algorithm_1 = runs("a", 0.36, objective="m2po_areal"), runs("m", 0.15, objective="m2po")
     tested = runs("t", tested_m2, objective="m2po_areal", objective_params={"masked_in_denominator": True})
     got = m2po_variants.denominator_test(areal, tested, algorithm_1)
-    assert got.conclusion == conclusion
+    assert got.conclusion == m2po_variants.CONCLUSIONS[outcome]
     assert got.m2.mean == pytest.approx(tested_m2 - 0.36)
     assert got.m2_vs_algorithm_1.mean == pytest.approx(tested_m2 - 0.15)
     assert got.score.mean == pytest.approx(0.0) and got.score_reading == "within 2 s.e. of AReaL's"
@@ -125,7 +125,8 @@ def test_the_denominator_test_is_undecided_where_the_noise_covers_both_sides(tmp
     noisy = [0.10, 0.40, 0.70]  # a standard error of 0.17 on every side
     areal, algorithm_1, tested = ([make_run(tmp_path, f"{p}{i}", 0.5, m2=m, seed=i, objective="m2po_areal")
                                    for i, m in enumerate(noisy)] for p in "amt")
-    assert m2po_variants.denominator_test(areal, tested, algorithm_1).conclusion == m2po_variants.UNDECIDED_TEST
+    got = m2po_variants.denominator_test(areal, tested, algorithm_1)
+    assert got.conclusion == m2po_variants.CONCLUSIONS[mechanism.UNDECIDED]
 
 
 def test_the_denominator_test_needs_three_seeds_a_side(tmp_path):

@@ -8,6 +8,8 @@ import statistics
 from dataclasses import dataclass
 
 from .. import stats
+from . import mechanism
+from .mechanism import FEW_SEEDS, reading  # noqa: F401 (FEW_SEEDS: what chapter 3 quotes with too few seeds)
 from .verdicts import difference, per_seed, token_share
 
 VARIANTS = ("m2po", "m2po_cap", "m2po_areal")
@@ -36,22 +38,8 @@ def variant_removals(runs, first_updates_only: bool = True) -> dict[str, tuple[s
 # Reading a variant against Algorithm 1. No paper compares the three rules, so this is a reading of our runs, not a
 # verdict: the difference of seed means and whether it lies beyond two standard errors (rlbook.stats' rule). Each is
 # glued after "<the variant's quantity> is".
-def _readings(whose: str) -> tuple[str, str, str]:
-    return (f"above {whose} by more than 2 s.e.", f"below {whose} by more than 2 s.e.", f"within 2 s.e. of {whose}")
-
-
-ABOVE, BELOW, WITHIN = _readings("Algorithm 1's")
-FEW_SEEDS = f"not read (fewer than {stats.MIN_SEEDS} seeds stored)"
+ABOVE, BELOW, WITHIN = mechanism.readings("Algorithm 1's")
 NOT_STORED = "not read (no runs stored)"
-
-
-def reading(d: stats.Estimate, whose: str = "Algorithm 1's") -> str:
-    """A difference read at two standard errors against `whose` value: above, below or within (fewer than
-    stats.MIN_SEEDS seeds: none)."""
-    if d.n < stats.MIN_SEEDS:
-        return FEW_SEEDS
-    above, below, within = _readings(whose)
-    return {stats.REPRODUCED: above, stats.NOT_REPRODUCED: below, stats.WITHIN_NOISE: within}[stats.verdict(d, +1)]
 
 
 def against_algorithm_1(by_variant: dict, quantity=stats.score) -> dict[str, tuple[stats.Estimate | None, str]]:
@@ -63,7 +51,7 @@ def against_algorithm_1(by_variant: dict, quantity=stats.score) -> dict[str, tup
     for v in VARIANTS[1:]:
         own = by_variant.get(v) or []
         d = difference(own, reference, quantity) if own and reference else None
-        out[v] = (d, NOT_STORED if d is None else reading(d))
+        out[v] = (d, NOT_STORED if d is None else reading(d, "Algorithm 1's"))
     return out
 
 
@@ -128,13 +116,14 @@ def variants_table(removed: dict, by_variant: dict) -> str:
 # The test of chapter 3's hypothesis: AReaL's rule drifts further than Algorithm 1's because its masked tokens leave
 # the loss's denominator (each kept token then carries a larger share of the gradient). The test trains AReaL's rule
 # with the masked tokens kept in the denominator (experiments.areal_denominator_sweep), the only change. Where the
-# denominator is the cause, the M2 the tested rule meets falls below AReaL's, to Algorithm 1's.
-SUPPORTED = "supports the hypothesis: the denominator accounts for AReaL's extra drift"
-PARTLY = "supports it in part: the denominator accounts for some of AReaL's extra drift, not all of it"
-NOT_SUPPORTED = ("does not support the hypothesis: most of AReaL's extra drift comes from elsewhere (its wider "
-                 "candidate set, which also masks tokens whose gradient would pull the ratio back toward 1, or its "
-                 "clip to the policy at the start of the step)")
-UNDECIDED_TEST = "cannot decide it at this noise"
+# denominator is the cause, the M2 the tested rule meets falls from AReaL's to Algorithm 1's.
+CONCLUSIONS = {
+    mechanism.SUPPORTED: "supports the hypothesis: the denominator accounts for AReaL's extra drift",
+    mechanism.PARTLY: "supports it in part: the denominator accounts for some of AReaL's extra drift, not all of it",
+    mechanism.NOT_SUPPORTED: "does not support the hypothesis: most of AReaL's extra drift comes from elsewhere (its "
+                             "wider candidate set, which also masks tokens whose gradient would pull the ratio back "
+                             "toward 1, or its clip to the policy at the start of the step)",
+    mechanism.UNDECIDED: "cannot decide it at this noise"}
 
 
 @dataclass(frozen=True)
@@ -152,16 +141,12 @@ class DenominatorTest:
 
 def denominator_test(areal, tested, algorithm_1) -> DenominatorTest | None:
     """AReaL's rule with its masked tokens in the denominator (`tested`) against AReaL's own rule (`areal`) and
-    Algorithm 1's (`algorithm_1`), on the same rung and seeds; None where a side has fewer than stats.MIN_SEEDS runs.
-    The conclusion reads the M2 met at 2 s.e.: below AReaL's and not above Algorithm 1's, SUPPORTED; below AReaL's
-    and above Algorithm 1's, PARTLY; not below AReaL's and above Algorithm 1's, NOT_SUPPORTED; else UNDECIDED_TEST."""
-    if min(len(areal), len(tested), len(algorithm_1)) < stats.MIN_SEEDS:
+    Algorithm 1's (`algorithm_1`), on the same rung and seeds: the M2 met read as a mechanism test (moving down from
+    AReaL's to Algorithm 1's, rlbook.chapters.mechanism), the score beside it. None where a side has fewer than
+    stats.MIN_SEEDS runs."""
+    test = mechanism.mechanism_test(tested, areal, algorithm_1, m2_met, toward=-1)
+    if test is None:
         return None
-    score, m2 = difference(tested, areal, stats.score), difference(tested, areal, m2_met)
-    m2_vs_algorithm_1 = difference(tested, algorithm_1, m2_met)
-    falls = stats.verdict(m2, -1) == stats.REPRODUCED
-    stays_above = stats.verdict(m2_vs_algorithm_1, +1) == stats.REPRODUCED
-    conclusion = ((PARTLY if stays_above else SUPPORTED) if falls else
-                  NOT_SUPPORTED if stays_above else UNDECIDED_TEST)
-    return DenominatorTest(score, reading(score, "AReaL's"), m2, reading(m2, "AReaL's"), m2_vs_algorithm_1,
-                           reading(m2_vs_algorithm_1), conclusion)
+    score = difference(tested, areal, stats.score)
+    return DenominatorTest(score, reading(score, "AReaL's"), test.moved, reading(test.moved, "AReaL's"), test.apart,
+                           reading(test.apart, "Algorithm 1's"), CONCLUSIONS[test.outcome])

@@ -1,0 +1,48 @@
+"""Mechanism tests (rlbook.chapters.mechanism) on seed values with known answers: each run is its own quantity."""
+import pytest
+
+from rlbook import stats
+from rlbook.chapters import mechanism
+
+ORIGINAL, REFERENCE = [0.50, 0.51, 0.52], [0.60, 0.61, 0.62]  # the reference runs score 0.10 higher (s.e. 0.006)
+
+
+def same(run):
+    return run
+
+
+@pytest.mark.parametrize("tested, outcome", [
+    ([0.60, 0.61, 0.62], mechanism.SUPPORTED),  # moved all the way: the cause accounts for the difference
+    ([0.55, 0.56, 0.57], mechanism.PARTLY),  # moved, but still below the reference
+    ([0.50, 0.51, 0.52], mechanism.NOT_SUPPORTED),  # did not move, still below
+    ([0.30, 0.60, 0.90], mechanism.UNDECIDED)])  # too noisy to say either
+def test_the_outcome_reads_both_differences_at_two_standard_errors(tested, outcome):
+    got = mechanism.mechanism_test(tested, ORIGINAL, REFERENCE, same, toward=+1)
+    assert got.outcome == outcome
+    assert got.moved.mean == pytest.approx(sum(tested) / 3 - 0.51)
+    assert got.apart.mean == pytest.approx(sum(tested) / 3 - 0.61)
+
+
+def test_a_downward_mechanism_reads_the_same_way_mirrored():
+    mirrored = lambda runs: [-x for x in runs]  # noqa: E731
+    got = mechanism.mechanism_test(mirrored([0.55, 0.56, 0.57]), mirrored(ORIGINAL), mirrored(REFERENCE), same,
+                                   toward=-1)
+    assert got.outcome == mechanism.PARTLY
+
+
+def test_moving_the_wrong_way_is_not_support():
+    assert mechanism.mechanism_test([0.40, 0.41, 0.42], ORIGINAL, REFERENCE, same, +1).outcome == \
+        mechanism.NOT_SUPPORTED
+
+
+def test_too_few_seeds_on_any_side_give_no_test():
+    assert mechanism.mechanism_test(REFERENCE[:2], ORIGINAL, REFERENCE, same, +1) is None
+    assert mechanism.mechanism_test(REFERENCE, ORIGINAL, [], same, +1) is None
+
+
+def test_a_reading_names_whose_value_and_needs_three_seeds():
+    above = stats.Estimate(0.1, 0.01, 3)
+    assert mechanism.reading(above, "GRPO's") == "above GRPO's by more than 2 s.e."
+    assert mechanism.reading(stats.Estimate(-0.1, 0.01, 3), "GRPO's") == "below GRPO's by more than 2 s.e."
+    assert mechanism.reading(stats.Estimate(0.01, 0.01, 3), "GRPO's") == "within 2 s.e. of GRPO's"
+    assert mechanism.reading(stats.Estimate(0.1, 0.01, 2), "GRPO's") == mechanism.FEW_SEEDS
