@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import rlbook.chapters.lopti as la
+from rlbook.chapters import mechanism
 from rlbook.config import RunConfig
 from rlbook.models import build_model
 from rlbook.runs import Run, write_json
@@ -157,3 +158,26 @@ def test_figures_and_replay_on_stored_runs(tmp_path):
     missing = replay.views["0.3|-0.5|eval_greedy_acc"]  # no stored run: GRPO alone, and the title says so
     assert len(missing["data"]) == 1 and "no stored run" in missing["layout"]["title"]["text"]
     assert len(replay.views["0.0|0.5|eval_greedy_acc"]["data"]) == 2  # Lopti beside GRPO
+
+
+def test_the_second_step_test_reads_lopti_at_half_the_rate_against_both(tmp_path):
+    def runs(prefix, finals):
+        out = []
+        for i, final in enumerate(finals):
+            path = tmp_path / f"{prefix}{i}"
+            path.mkdir()
+            write_json(path / "config.json", RunConfig(experiment="x", name=path.name, seed=i).to_dict())
+            rows = [{"update": 0, "eval_greedy_acc": 0.4}] + [{"update": u, "eval_greedy_acc": final}
+                                                              for u in (10, 20, 30)]
+            (path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+            out.append(Run(path))
+        return out
+
+    grpo, lopti = runs("g", [0.62, 0.63, 0.64]), runs("l", [0.58, 0.59, 0.60])
+    got = la.second_step_texts(grpo, lopti, runs("h", [0.62, 0.63, 0.64]))
+    assert got["conclusion"] == la.SECOND_STEP_CONCLUSIONS[mechanism.SUPPORTED]
+    assert got["moved_reading"] == "above Lopti's at the full rate by more than 2 s.e."
+    assert got["apart_reading"] == "within 2 s.e. of GRPO's"
+    assert la.second_step_texts(grpo, lopti, runs("n", [0.58, 0.59, 0.60]))["conclusion"] == \
+        la.SECOND_STEP_CONCLUSIONS[mechanism.NOT_SUPPORTED]
+    assert la.second_step_texts(grpo, lopti, [])["moved"] == "–"

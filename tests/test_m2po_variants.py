@@ -116,8 +116,8 @@ def test_the_denominator_test_reads_the_m2_met_against_areal_and_algorithm_1(tmp
     tested = runs("t", tested_m2, objective="m2po_areal", objective_params={"masked_in_denominator": True})
     got = m2po_variants.denominator_test(areal, tested, algorithm_1)
     assert got.conclusion == m2po_variants.CONCLUSIONS[outcome]
-    assert got.m2.mean == pytest.approx(tested_m2 - 0.36)
-    assert got.m2_vs_algorithm_1.mean == pytest.approx(tested_m2 - 0.15)
+    assert got.m2.moved.mean == pytest.approx(tested_m2 - 0.36)
+    assert got.m2.apart.mean == pytest.approx(tested_m2 - 0.15)
     assert got.score.mean == pytest.approx(0.0) and got.score_reading == "within 2 s.e. of AReaL's"
 
 
@@ -133,3 +133,13 @@ def test_the_denominator_test_needs_three_seeds_a_side(tmp_path):
     areal = seeds(tmp_path, "m2po_areal", [0.50, 0.52, 0.51])
     assert m2po_variants.denominator_test(areal, areal[:2], areal) is None
     assert m2po_variants.denominator_test([], areal, areal) is None
+
+
+def test_the_denominator_test_gives_every_text_the_chapter_quotes_with_or_without_runs(tmp_path):
+    runs = seeds(tmp_path, "m2po_areal", [0.50, 0.52, 0.51])
+    names = {"m2", "m2_reading", "m2_vs_m2po", "m2_vs_m2po_reading", "score", "score_reading", "conclusion"}
+    present = m2po_variants.denominator_texts(m2po_variants.denominator_test(runs, runs, runs))
+    absent = m2po_variants.denominator_texts(None)
+    assert set(present) == set(absent) == names
+    assert present["m2_reading"] == "within 2 s.e. of AReaL's" and present["m2"].startswith("0 ± ")
+    assert absent["m2_reading"] == m2po_variants.FEW_SEEDS and absent["score"] == "–"

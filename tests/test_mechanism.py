@@ -5,6 +5,7 @@ from rlbook import stats
 from rlbook.chapters import mechanism
 
 ORIGINAL, REFERENCE = [0.50, 0.51, 0.52], [0.60, 0.61, 0.62]  # the reference runs score 0.10 higher (s.e. 0.006)
+WHOSE = ("Lopti's", "GRPO's")
 
 
 def same(run):
@@ -17,27 +18,29 @@ def same(run):
     ([0.50, 0.51, 0.52], mechanism.NOT_SUPPORTED),  # did not move, still below
     ([0.30, 0.60, 0.90], mechanism.UNDECIDED)])  # too noisy to say either
 def test_the_outcome_reads_both_differences_at_two_standard_errors(tested, outcome):
-    got = mechanism.mechanism_test(tested, ORIGINAL, REFERENCE, same, toward=+1)
+    got = mechanism.mechanism_test(tested, ORIGINAL, REFERENCE, same, +1, WHOSE)
     assert got.outcome == outcome
     assert got.moved.mean == pytest.approx(sum(tested) / 3 - 0.51)
     assert got.apart.mean == pytest.approx(sum(tested) / 3 - 0.61)
+    assert got.moved_reading == mechanism.reading(got.moved, "Lopti's")
+    assert got.apart_reading == mechanism.reading(got.apart, "GRPO's")
 
 
 def test_a_downward_mechanism_reads_the_same_way_mirrored():
     mirrored = lambda runs: [-x for x in runs]  # noqa: E731
-    got = mechanism.mechanism_test(mirrored([0.55, 0.56, 0.57]), mirrored(ORIGINAL), mirrored(REFERENCE), same,
-                                   toward=-1)
+    got = mechanism.mechanism_test(mirrored([0.55, 0.56, 0.57]), mirrored(ORIGINAL), mirrored(REFERENCE), same, -1,
+                                   WHOSE)
     assert got.outcome == mechanism.PARTLY
 
 
 def test_moving_the_wrong_way_is_not_support():
-    assert mechanism.mechanism_test([0.40, 0.41, 0.42], ORIGINAL, REFERENCE, same, +1).outcome == \
+    assert mechanism.mechanism_test([0.40, 0.41, 0.42], ORIGINAL, REFERENCE, same, +1, WHOSE).outcome == \
         mechanism.NOT_SUPPORTED
 
 
 def test_too_few_seeds_on_any_side_give_no_test():
-    assert mechanism.mechanism_test(REFERENCE[:2], ORIGINAL, REFERENCE, same, +1) is None
-    assert mechanism.mechanism_test(REFERENCE, ORIGINAL, [], same, +1) is None
+    assert mechanism.mechanism_test(REFERENCE[:2], ORIGINAL, REFERENCE, same, +1, WHOSE) is None
+    assert mechanism.mechanism_test(REFERENCE, ORIGINAL, [], same, +1, WHOSE) is None
 
 
 def test_a_reading_names_whose_value_and_needs_three_seeds():

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from .. import stats
 from . import mechanism
-from .mechanism import FEW_SEEDS, reading  # noqa: F401 (FEW_SEEDS: what chapter 3 quotes with too few seeds)
+from .mechanism import FEW_SEEDS, reading
 from .verdicts import difference, per_seed, token_share
 
 VARIANTS = ("m2po", "m2po_cap", "m2po_areal")
@@ -128,25 +128,30 @@ CONCLUSIONS = {
 
 @dataclass(frozen=True)
 class DenominatorTest:
-    """The tested rule against AReaL's own (score and M2 met) and against Algorithm 1's (M2 met), over seeds, each
-    difference with its reading; and the conclusion."""
+    """The M2 met, read as a mechanism test (rlbook.chapters.mechanism: against AReaL's rule and Algorithm 1's), the
+    score against AReaL's rule beside it, and the conclusion in words."""
+    m2: mechanism.MechanismTest
     score: stats.Estimate
     score_reading: str
-    m2: stats.Estimate
-    m2_reading: str
-    m2_vs_algorithm_1: stats.Estimate
-    m2_vs_algorithm_1_reading: str
     conclusion: str
 
 
 def denominator_test(areal, tested, algorithm_1) -> DenominatorTest | None:
     """AReaL's rule with its masked tokens in the denominator (`tested`) against AReaL's own rule (`areal`) and
-    Algorithm 1's (`algorithm_1`), on the same rung and seeds: the M2 met read as a mechanism test (moving down from
-    AReaL's to Algorithm 1's, rlbook.chapters.mechanism), the score beside it. None where a side has fewer than
-    stats.MIN_SEEDS runs."""
-    test = mechanism.mechanism_test(tested, areal, algorithm_1, m2_met, toward=-1)
+    Algorithm 1's (`algorithm_1`), on the same rung and seeds: the M2 met moving down from AReaL's to Algorithm 1's,
+    and the score. None where a side has fewer than stats.MIN_SEEDS runs."""
+    test = mechanism.mechanism_test(tested, areal, algorithm_1, m2_met, -1, whose=("AReaL's", "Algorithm 1's"))
     if test is None:
         return None
     score = difference(tested, areal, stats.score)
-    return DenominatorTest(score, reading(score, "AReaL's"), test.moved, reading(test.moved, "AReaL's"), test.apart,
-                           reading(test.apart, "Algorithm 1's"), CONCLUSIONS[test.outcome])
+    return DenominatorTest(test, score, reading(score, "AReaL's"), CONCLUSIONS[test.outcome])
+
+
+def denominator_texts(test: DenominatorTest | None) -> dict[str, str]:
+    """What chapter 3's prose quotes of the denominator test, by name (glued as denominator_<name>)."""
+    m2 = mechanism.texts(None if test is None else test.m2, m2_text)
+    return {"m2": m2["moved"], "m2_reading": m2["moved_reading"], "m2_vs_m2po": m2["apart"],
+            "m2_vs_m2po_reading": m2["apart_reading"],
+            "score": "–" if test is None else str(test.score),
+            "score_reading": FEW_SEEDS if test is None else test.score_reading,
+            "conclusion": "cannot be read yet (fewer than 3 seeds stored on a side)" if test is None else test.conclusion}

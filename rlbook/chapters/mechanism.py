@@ -32,22 +32,35 @@ def reading(d: stats.Estimate, whose: str) -> str:
 @dataclass(frozen=True)
 class MechanismTest:
     moved: stats.Estimate  # the tested runs minus the original ones
+    moved_reading: str  # `moved` read against the original's value
     apart: stats.Estimate  # the tested runs minus the reference ones
+    apart_reading: str  # `apart` read against the reference's value
     outcome: str  # SUPPORTED, PARTLY, NOT_SUPPORTED or UNDECIDED
 
 
-def mechanism_test(tested, original, reference, quantity, toward: int) -> MechanismTest | None:
+def mechanism_test(tested, original, reference, quantity, toward: int, whose: tuple[str, str]) -> MechanismTest | None:
     """The `original` runs differ from the `reference` runs in `quantity` (a function of a run); the `tested` runs are
     the original ones with the suspected cause removed. Where that cause accounts for the difference, the tested runs
     move from the original's value in the direction `toward` (+1 up, -1 down) to the reference's. Read at 2 s.e.:
     moved and no longer apart from the reference, SUPPORTED; moved and still apart, PARTLY; not moved and still apart,
-    NOT_SUPPORTED; else UNDECIDED. None where a side has fewer than stats.MIN_SEEDS runs."""
+    NOT_SUPPORTED; else UNDECIDED. `whose` names the original's and the reference's values for the readings ("AReaL's",
+    "Algorithm 1's"). None where a side has fewer than stats.MIN_SEEDS runs."""
     if min(len(tested), len(original), len(reference)) < stats.MIN_SEEDS:
         return None
+
     def seed_mean(runs):
         return stats.estimate([quantity(run) for run in runs])
     moved, apart = seed_mean(tested) - seed_mean(original), seed_mean(tested) - seed_mean(reference)
     has_moved = stats.verdict(moved, toward) == stats.REPRODUCED
     still_apart = stats.verdict(apart, -toward) == stats.REPRODUCED
     outcome = ((PARTLY if still_apart else SUPPORTED) if has_moved else NOT_SUPPORTED if still_apart else UNDECIDED)
-    return MechanismTest(moved, apart, outcome)
+    return MechanismTest(moved, reading(moved, whose[0]), apart, reading(apart, whose[1]), outcome)
+
+
+def texts(test: MechanismTest | None, number=str) -> dict[str, str]:
+    """What a chapter's prose quotes of a test: the two differences (written by `number`) and their readings ('–' and
+    FEW_SEEDS where there is no test)."""
+    if test is None:
+        return {"moved": "–", "moved_reading": FEW_SEEDS, "apart": "–", "apart_reading": FEW_SEEDS}
+    return {"moved": number(test.moved), "moved_reading": test.moved_reading, "apart": number(test.apart),
+            "apart_reading": test.apart_reading}
