@@ -240,6 +240,5 @@ def second_step_texts(grpo, lopti, lopti_half_rate) -> dict[str, str]:
     the full rate (moved) and minus GRPO (apart), each with its reading, and the conclusion."""
     test = mechanism.mechanism_test(lopti_half_rate, lopti, grpo, stats.score, +1,
                                     whose=("Lopti's at the full rate", "GRPO's"))
-    conclusion = ("cannot be read yet (fewer than 3 seeds stored on a side)" if test is None
-                  else SECOND_STEP_CONCLUSIONS[test.outcome])
+    conclusion = mechanism.NO_TEST if test is None else SECOND_STEP_CONCLUSIONS[test.outcome]
     return {**mechanism.texts(test), "conclusion": conclusion}

@@ -154,4 +154,4 @@ def denominator_texts(test: DenominatorTest | None) -> dict[str, str]:
             "m2_vs_m2po_reading": m2["apart_reading"],
             "score": "–" if test is None else str(test.score),
             "score_reading": FEW_SEEDS if test is None else test.score_reading,
-            "conclusion": "cannot be read yet (fewer than 3 seeds stored on a side)" if test is None else test.conclusion}
+            "conclusion": mechanism.NO_TEST if test is None else test.conclusion}

@@ -13,6 +13,7 @@ from .. import stats
 
 SUPPORTED, PARTLY, NOT_SUPPORTED, UNDECIDED = "supported", "partly", "not supported", "undecided"
 FEW_SEEDS = f"not read (fewer than {stats.MIN_SEEDS} seeds stored)"
+NO_TEST = f"cannot be read yet (fewer than {stats.MIN_SEEDS} seeds stored on a side)"  # the conclusion, without a test
 
 
 def readings(whose: str) -> tuple[str, str, str]:
