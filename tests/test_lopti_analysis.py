@@ -174,10 +174,15 @@ def test_the_second_step_test_reads_lopti_at_half_the_rate_against_both(tmp_path
         return out
 
     grpo, lopti = runs("g", [0.62, 0.63, 0.64]), runs("l", [0.58, 0.59, 0.60])
-    got = la.second_step_texts(grpo, lopti, runs("h", [0.62, 0.63, 0.64]))
+    half, steady = runs("h", [0.62, 0.63, 0.64]), runs("c", [0.62, 0.63, 0.64])
+    got = la.second_step_texts(grpo, lopti, half, steady)
     assert got["conclusion"] == la.SECOND_STEP_CONCLUSIONS[mechanism.SUPPORTED]
     assert got["moved_reading"] == "above Lopti's at the full rate by more than 2 s.e."
     assert got["apart_reading"] == "within 2 s.e. of GRPO's"
-    assert la.second_step_texts(grpo, lopti, runs("n", [0.58, 0.59, 0.60]))["conclusion"] == \
+    assert got["control_reading"] == "within 2 s.e. of GRPO's at the full rate"
+    assert la.second_step_texts(grpo, lopti, runs("n", [0.58, 0.59, 0.60]), steady)["conclusion"] == \
         la.SECOND_STEP_CONCLUSIONS[mechanism.NOT_SUPPORTED]
-    assert la.second_step_texts(grpo, lopti, [])["moved"] == "–"
+    risen = runs("r", [0.67, 0.68, 0.69])  # GRPO gains from the lower rate as much: the test cannot tell them apart
+    assert la.second_step_texts(grpo, lopti, half, risen)["conclusion"] == la.CONFOUNDED
+    without = la.second_step_texts(grpo, lopti, [], [])
+    assert without["moved"] == without["control"] == "–" and without["conclusion"] == mechanism.NO_TEST
