@@ -180,9 +180,11 @@ def test_the_second_step_test_reads_lopti_at_half_the_rate_against_both(tmp_path
     assert got["moved_reading"] == "above Lopti's at the full rate by more than 2 s.e."
     assert got["apart_reading"] == "within 2 s.e. of GRPO's"
     assert got["control_reading"] == "within 2 s.e. of GRPO's at the full rate"
+    assert got["rise_gap"].startswith("0.040 ± ") and got["rise_gap_reading"] == "above zero by more than 2 s.e."
     assert la.second_step_texts(grpo, lopti, runs("n", [0.58, 0.59, 0.60]), steady)["conclusion"] == \
         la.SECOND_STEP_CONCLUSIONS[mechanism.NOT_SUPPORTED]
-    risen = runs("r", [0.67, 0.68, 0.69])  # GRPO gains from the lower rate as much: the test cannot tell them apart
+    risen = runs("r", [0.66, 0.67, 0.68])  # GRPO gains from the lower rate as much: the test cannot tell them apart
     assert la.second_step_texts(grpo, lopti, half, risen)["conclusion"] == la.CONFOUNDED
+    assert la.second_step_texts(grpo, lopti, half, [])["conclusion"] == la.CONFOUNDED  # no control, no claim
     without = la.second_step_texts(grpo, lopti, [], [])
     assert without["moved"] == without["control"] == "–" and without["conclusion"] == mechanism.NO_TEST
