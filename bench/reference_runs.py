@@ -28,21 +28,26 @@ from rlbook.runs import RunStore, reference_root
 # rung; then what makes a whole chapter or section current for a few minutes a run (the M2PO variants, chapters 6
 # and 7), chapter 2's long no-trust-region runs (full fine-tuning: about 20 min a run, but the collapse verdict needs
 # their seeds), chapter 3's test of AReaL's denominator, chapter 2's staleness set, chapter 4's test of Lopti at half
-# the rate and chapter 3's tau sweep; then the ladder's slowest rung (the fifth rung the ladder needs), chapter 2's
+# the rate, the ladder's slowest rung (the fifth rung the ladder needs); then chapter 3's tau sweep, chapter 2's
 # fast-drift set, and last chapter 4 on K&K (the costliest a run). An entry is a sweep, or the ladder with the rungs it
 # takes (by the learning rate's factor over the reference rate).
 QUEUE = ("grpo", "slow_drift", ("drift_ladder", (0.5, 1.0)), "lopti_arithmetic", ("drift_ladder", (0.25, 2.0)),
          "m2po_variants", "router_replay", "semi_online", "collapse_long", "areal_denominator", "staleness",
-         "lopti_half_rate", "tau", ("drift_ladder", (0.125,)), "fast_drift", "lopti")
+         "lopti_half_rate", ("drift_ladder", (0.125,)), "tau", "fast_drift", "lopti")
 WEIGHTS_READ = ("04_lopti",)  # rlbook.chapters.lopti.run_accuracy_by_people reads these (K&K) runs' final weights
 
 
+RUNG_ORDER = ("grpo", "m2po", "no_clip")  # within a rung: what its M2PO verdicts compare first (no trust region last)
+
+
 def _rung_configs(rungs: tuple, profile: str) -> list:
-    """The drift ladder's configs on the given rungs, in the rungs' order."""
+    """The drift ladder's configs on the given rungs, in the rungs' order; within a rung on-policy GRPO first, then
+    the largest staleness's cells in RUNG_ORDER."""
     base = sweep("staleness", profile)[0].lr
     configs = sweep("drift_ladder", profile)
     factor = {c.hash(): min(LADDER[profile], key=lambda r: abs(r - c.lr / base)) for c in configs}
-    return [c for rung in rungs for c in configs if factor[c.hash()] == rung]
+    return [c for rung in rungs for c in sorted((c for c in configs if factor[c.hash()] == rung),
+                                                key=lambda c: (c.staleness > 0, RUNG_ORDER.index(c.objective)))]
 
 
 def queue(profile: str = "cpu") -> list:
