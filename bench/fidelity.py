@@ -41,7 +41,8 @@ CHAPTERS = {
     "01 GRPO from scratch": ("01_grpo", verdicts.grpo_learns),
     "02 staleness (M2PO)": ("02_staleness", lambda runs: verdicts.staleness_signatures(staleness_sweep(runs))),
     "02 staleness at 2.8x the learning rate (fast drift)": ("02_fast_drift", verdicts.staleness_signatures),
-    "02 staleness at half the learning rate, s up to 96 (slow drift)": ("02_slow_drift", verdicts.staleness_signatures),
+    "02 staleness at half the learning rate, s up to 96 (slow drift)": ("sweep:slow_drift",
+                                                                         verdicts.staleness_signatures),
     "02 the drift ladder (five learning rates, staleness scaled by the inverse)": (
         "sweep:drift_ladder", lambda runs: drift_ladder.signatures(drift_ladder.rungs(runs))),
     "02 no trust region over 3x the updates, unclipped gradients, LoRA (long horizon)": (
@@ -51,10 +52,10 @@ CHAPTERS = {
     "03 clip vs mask (M2PO)": ("02_staleness", lambda runs: verdicts.clip_mask_signatures(staleness_sweep(runs))
                                + verdicts.entropy_signature(staleness_sweep(runs))
                                + verdicts.tau_signatures(tau_runs(runs))),
-    "03 clip vs mask at half the learning rate (slow drift)": ("02_slow_drift", verdicts.clip_mask_signatures),
+    "03 clip vs mask at half the learning rate (slow drift)": ("sweep:slow_drift", verdicts.clip_mask_signatures),
     "03 clip vs mask along the drift ladder": (
         "sweep:drift_ladder", lambda runs: drift_ladder.token_signatures(drift_ladder.rungs(runs))),
-    "04 Lopti / Advantage Reweighting on arithmetic": ("04_lopti_arithmetic", verdicts.lopti_signatures),
+    "04 Lopti / Advantage Reweighting on arithmetic": ("sweep:lopti_arithmetic", verdicts.lopti_signatures),
     "04 Lopti / Advantage Reweighting on Knights and Knaves": ("04_lopti", verdicts.lopti_signatures),
     "05 checkpoint merging (PMA)": (pma.REFERENCE_EXPERIMENT, merging_verdicts.merging_signatures),
     "06 router replay (R3)": ("06_router_replay", verdicts.router_replay_signatures),
@@ -65,7 +66,8 @@ CHAPTERS = {
 def stored(root: str, source) -> tuple[list, list]:
     """(every finished result a chapter row reads, current or not; those the book shows), from its source: an
     experiment's RunStore runs; (experiment, pick), the runs `pick` selects of them; "sweep:<name>", the cpu
-    profile's configs of a sweep that spans experiments, as a RunSet (rlbook.runs.lookup); or chapter 5's merge
+    profile's configs of a sweep, as a RunSet (rlbook.runs.lookup): for a sweep that spans experiments, or shares one
+    with other runs (chapter 3's and 4's tests of their explanations train beside the slow-drift and arithmetic sets); or chapter 5's merge
     results of trajectories (no weights, `pma.load_references`; all shown)."""
     experiment, pick = source if isinstance(source, tuple) else (source, lambda runs: runs)
     if experiment == pma.REFERENCE_EXPERIMENT:
