@@ -207,9 +207,10 @@ def share_figure(ladder: list[Rung]):
     xs = [statistics.fmean(drift(r) for r in g.on_policy) for g in done]
     shares = [share_estimate(g) for g in done]
     _errorbar(ax, xs, shares, marker="o", ls="none", color="tab:green", label="M2PO, one point per rung")
-    for x, g, share in zip(xs, done, shares):
-        ax.annotate(f"lr {g.lr:g}, s = {g.staleness}", (x, share.mean), textcoords="offset points", xytext=(10, 8),
-                    fontsize=12, color="dimgray")
+    for i, (x, g, share) in enumerate(zip(xs, done, shares)):  # labels above and below in turn: neighbours' apart
+        ax.annotate(f"lr {g.lr:g}\ns = {g.staleness}", (x, share.mean), textcoords="offset points",
+                    xytext=(10, 8 if i % 2 == 0 else -8), va="bottom" if i % 2 == 0 else "top", fontsize=12,
+                    color="dimgray")
     ax.axhline(1.0, color="black", ls="--", lw=1.5, label="recovers all of it")
     ax.axhline(0.0, color="tab:blue", ls=":", lw=1.5, label="recovers nothing (GRPO at the same staleness)")
     _drift_axis(ax, xs)
