@@ -1,6 +1,7 @@
-"""Testing a mechanism a chapter proposes for what its runs show: train again with the suspected cause removed (the
-only change) and read, at two standard errors over seeds, whether the quantity moves from where it was to where the
-runs without that cause sit.
+"""Tests of the explanations chapters give for what their runs show, read at two standard errors over seeds.
+
+Train again with the suspected cause removed (the only change) and read whether the quantity moves from where it was
+to where the runs without that cause sit.
 
 Chapter 3 asks whether AReaL's denominator makes its M2PO rule drift further than Algorithm 1's; chapter 4 asks
 whether Lopti's second optimizer step is what costs it accuracy against GRPO.
