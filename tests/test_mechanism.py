@@ -49,3 +49,10 @@ def test_a_reading_names_whose_value_and_needs_three_seeds():
     assert mechanism.reading(stats.Estimate(-0.1, 0.01, 3), "GRPO's") == "below GRPO's by more than 2 s.e."
     assert mechanism.reading(stats.Estimate(0.01, 0.01, 3), "GRPO's") == "within 2 s.e. of GRPO's"
     assert mechanism.reading(stats.Estimate(0.1, 0.01, 2), "GRPO's") == mechanism.FEW_SEEDS
+
+
+def test_a_seed_difference_is_the_difference_of_seed_means_with_their_errors_combined():
+    d = mechanism.seed_difference(REFERENCE, ORIGINAL, lambda run: 2 * run)
+    assert d.mean == pytest.approx(0.20)
+    a, b = stats.estimate([2 * x for x in REFERENCE]), stats.estimate([2 * x for x in ORIGINAL])
+    assert d.se == pytest.approx((a.se ** 2 + b.se ** 2) ** 0.5)

@@ -246,7 +246,7 @@ def second_step_texts(grpo, lopti, lopti_half_rate, grpo_half_rate) -> dict[str,
     rose but not beyond 2 s.e. more than GRPO did)."""
     test = mechanism.mechanism_test(lopti_half_rate, lopti, grpo, stats.score, +1,
                                     whose=("Lopti's at the full rate", "GRPO's"))
-    control = (stats.estimate([stats.score(r) for r in grpo_half_rate]) - stats.estimate([stats.score(r) for r in grpo])
+    control = (mechanism.seed_difference(grpo_half_rate, grpo, stats.score)
                if test is not None and len(grpo_half_rate) >= stats.MIN_SEEDS else None)
     rise_gap = None if control is None else test.moved - control
     if test is None:

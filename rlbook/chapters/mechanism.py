@@ -31,6 +31,11 @@ def reading(d: stats.Estimate, whose: str) -> str:
     return {stats.REPRODUCED: above, stats.NOT_REPRODUCED: below, stats.WITHIN_NOISE: within}[stats.verdict(d, +1)]
 
 
+def seed_difference(runs, others, quantity) -> stats.Estimate:
+    """The seed mean of `quantity` (a function of a run) over `runs` minus its seed mean over `others`."""
+    return stats.estimate([quantity(run) for run in runs]) - stats.estimate([quantity(run) for run in others])
+
+
 @dataclass(frozen=True)
 class MechanismTest:
     moved: stats.Estimate  # the tested runs minus the original ones
@@ -49,10 +54,8 @@ def mechanism_test(tested, original, reference, quantity, toward: int, whose: tu
     "Algorithm 1's"). None where a side has fewer than stats.MIN_SEEDS runs."""
     if min(len(tested), len(original), len(reference)) < stats.MIN_SEEDS:
         return None
-
-    def seed_mean(runs):
-        return stats.estimate([quantity(run) for run in runs])
-    moved, apart = seed_mean(tested) - seed_mean(original), seed_mean(tested) - seed_mean(reference)
+    moved = seed_difference(tested, original, quantity)
+    apart = seed_difference(tested, reference, quantity)
     has_moved = stats.verdict(moved, toward) == stats.REPRODUCED
     still_apart = stats.verdict(apart, -toward) == stats.REPRODUCED
     outcome = ((PARTLY if still_apart else SUPPORTED) if has_moved else NOT_SUPPORTED if still_apart else UNDECIDED)
