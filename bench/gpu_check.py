@@ -2,6 +2,9 @@
 
     python bench/gpu_check.py [--only NAME ...]      # exit 2 at once when there is no CUDA GPU
 
+  kernel_agreement the compiled, autotuned Triton kernels against the PyTorch reference at the tests' tolerances:
+                   every fused objective, fp32 and bf16, V = 151,936 and a small ragged V, temperature, the
+                   in-place gradient (bench/ratio_op_agreement.py)
   fused_ratio_op   the fused Triton ratio op at N = 8192 tokens, V = 151,936, bf16 logits: its time and its share
                    of the HBM floor (the bytes it must move at the device's peak bandwidth), beside eager PyTorch
                    (bench/ratio_op.py)
@@ -12,7 +15,7 @@
   standard_update  updates of the standard profile (nano-base, 64 prompts x 8 per update) on each engine, from a
                    two-step warm start: seconds per update and peak memory (what an update costs, not what it learns)
 
-Each runs in its own process within its time limit (LIMIT_S, 9.5 minutes in all); the three benchmarks also write
+Each runs in its own process within its time limit (LIMIT_S, 9.5 minutes in all); the four benchmarks also write
 their own results to their folders. This script writes bench/results/gpu_check/ with the headline numbers of each
 and the files they came from; a measurement that fails or runs out of time is recorded as such, the others still run,
 and the exit status is 1.
@@ -35,8 +38,10 @@ sys.path.insert(0, str(BENCH))
 from record import RESULTS, save_result  # noqa: E402
 
 N_TOKENS = 8192
-LIMIT_S = {"fused_ratio_op": 120, "lora_step_1.7b": 240, "static_rollout": 60, "standard_update": 150}
+LIMIT_S = {"kernel_agreement": 60, "fused_ratio_op": 100, "lora_step_1.7b": 220, "static_rollout": 60,
+           "standard_update": 130}
 COMMANDS = {  # name: (arguments of `python`, the folder its benchmark writes to; None: it prints its result)
+    "kernel_agreement": ([str(BENCH / "ratio_op_agreement.py")], "ratio_op_agreement"),
     "fused_ratio_op": ([str(BENCH / "ratio_op.py"), "--tokens", str(N_TOKENS)], "ratio_op"),
     "lora_step_1.7b": ([str(BENCH / "lora_step.py"), "--paths", "none", "chunked"], "lora_step"),
     "static_rollout": ([str(BENCH / "static_sampling.py")], "static_sampling"),
@@ -76,6 +81,9 @@ def standard_update(updates: int = STANDARD_UPDATES, **changes) -> dict:
 
 def headline(name: str, result: dict) -> dict:
     """The numbers of one measurement that the summary shows."""
+    if name == "kernel_agreement":
+        return {"cases within the tests' tolerances": f"{result['agree']} of {result['total']}",
+                "disagreeing": [row["case"] for row in result["cases"] if not row["within"]]}
     if name == "fused_ratio_op":
         rows = {row["label"]: row for row in result["results"][0]["rows"]}
         keys = ("eager logprobs+entropy", "fused logprobs+entropy", "eager loss fwd+bwd",
@@ -119,7 +127,7 @@ def main() -> int:
     parser.add_argument("--standard-update", action="store_true", help=argparse.SUPPRESS)  # the worker
     args = parser.parse_args()
     if not torch.cuda.is_available():
-        print("gpu-check measures what only a CUDA GPU can (the fused kernel, memory at the 1.7B shape, CUDA-graph "
+        print("gpu-check measures what only a CUDA GPU can (the compiled kernels, memory at the 1.7B shape, CUDA-graph "
               "rollouts, a standard-profile update), and torch sees no CUDA device here: nothing was measured",
               file=sys.stderr)
         return 2

@@ -25,6 +25,7 @@ import torch
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from rlbook import storage  # noqa: E402
 from rlbook.ops import (chunked_policy_loss, chunked_token_logprobs, fused_policy_loss,  # noqa: E402
                         reference_policy_loss, reference_token_logprobs, token_logprobs)
 
@@ -176,9 +177,13 @@ def lm_head_rows(n, v, args, device, peak):
 
 
 def git_commit():
-    def git(*cmd):
-        return subprocess.run(["git", *cmd], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    return git("rev-parse", "HEAD") or "unknown", bool(git("status", "--porcelain"))
+    """(commit, whether the checkout has uncommitted changes; None in a copy without git)."""
+    try:
+        status = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True)
+        dirty = bool(status.stdout.strip()) if status.returncode == 0 else None
+    except OSError:
+        dirty = None
+    return storage.git_commit(), dirty
 
 
 def main():

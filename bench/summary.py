@@ -129,6 +129,13 @@ def gpu_check(d):
                                           if k != "source" and not isinstance(v, (dict, list)))
 
 
+def ratio_op_agreement(d):
+    worst = max((diff["max_abs"], key, row["case"]) for row in d["cases"] for key, diff in row["differences"].items())
+    yield (f"{d['agree']} of {d['total']} cases within the tests' tolerances; largest difference {g(worst[0])} "
+           f"({worst[1]}, {worst[2]})")
+    yield from (f"outside tolerance: {row['case']}" for row in d["cases"] if not row["within"])
+
+
 def scalars(d):
     """Any other benchmark: its top-level numbers."""
     yield ", ".join(f"{k} {g(v)}" for k, v in d.items() if isinstance(v, (int, float)) and not isinstance(v, bool))
@@ -136,7 +143,7 @@ def scalars(d):
 
 FIGURES = {f.__name__: f for f in (fidelity, fuzz_inputs, learning_gain, lora_step, objectives_table, paper_dry_run,
                                    paper_memory, pilots, prefix_sharing, profile_trainer, static_sampling, vs_trl,
-                                   gpu_check, check_exports, trl_chapter1)} | {"router_pilots": pilots}
+                                   gpu_check, check_exports, trl_chapter1, ratio_op_agreement)} | {"router_pilots": pilots}
 
 
 def stamp(path: Path) -> str:

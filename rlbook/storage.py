@@ -101,11 +101,14 @@ def parse_rows(data: bytes, path: Path) -> list[dict]:
 
 
 def git_commit() -> str:
+    """The checkout's short commit; in a copy without git (a tree sent to a GPU machine), the commit its sender
+    named in RLBOOK_GIT_COMMIT, else 'unknown'."""
     try:
         out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True)
-        return out.stdout.strip() or "unknown"
+        commit = out.stdout.strip()
     except OSError:
-        return "unknown"
+        commit = ""
+    return commit or os.environ.get("RLBOOK_GIT_COMMIT", "unknown")
 
 
 def environment() -> dict:

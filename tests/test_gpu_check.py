@@ -1,6 +1,7 @@
 """`make gpu-check` (bench/gpu_check.py) without CUDA says so and exits 2; on a GPU its pieces read the benchmarks'
 results and train the standard profile on every engine, which these tests run on the CPU at a tiny size."""
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -43,3 +44,19 @@ def test_the_standard_update_runs_on_every_engine():
     assert all(r["s_per_update"] > 0 for r in result.values()) and result["fast"]["loss_path"] == "shared"
     assert set(gpu_check.headline("standard_update", result)) == {f"{e} {k}" for e in result
                                                                   for k in ("s_per_update", "peak_gib")}
+
+
+def test_the_kernel_agreement_check_runs_through_the_interpreter_and_can_disagree():
+    out = subprocess.run([sys.executable, "bench/ratio_op_agreement.py", "--cpu-smoke"], cwd=ROOT, capture_output=True,
+                         text=True, check=True, env={**os.environ, "TRITON_INTERPRET": "1"})
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["agree"] == result["total"] == len(result["cases"]) >= 10
+    assert gpu_check.headline("kernel_agreement", result) == {
+        "cases within the tests' tolerances": f"{result['total']} of {result['total']}", "disagreeing": []}
+    import ratio_op_agreement
+    off = ratio_op_agreement.difference(torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.001]),
+                                        ratio_op_agreement.STATS_TOL)
+    assert off == {"max_abs": pytest.approx(0.001, rel=1e-3), "within": False}
+    without = subprocess.run([sys.executable, "bench/ratio_op_agreement.py", "--cpu-smoke"], cwd=ROOT,
+                             capture_output=True, text=True, env={**os.environ, "TRITON_INTERPRET": "0"})
+    assert without.returncode == 2 and "TRITON_INTERPRET=1" in without.stderr

@@ -90,6 +90,14 @@ def test_read_rows_ignores_a_torn_last_line(tmp_path):
     assert read_rows(path) == [{"update": 1}, {"update": 2}]
 
 
+def test_a_copy_without_git_names_the_commit_its_sender_gave(tmp_path, monkeypatch):
+    monkeypatch.setattr(rlbook.storage, "REPO_ROOT", tmp_path)  # no git checkout here
+    monkeypatch.delenv("RLBOOK_GIT_COMMIT", raising=False)
+    assert rlbook.storage.git_commit() == "unknown"
+    monkeypatch.setenv("RLBOOK_GIT_COMMIT", "abc1234")
+    assert rlbook.storage.git_commit() == "abc1234"
+
+
 def test_append_truncate_and_series(tmp_path):
     run = RunStore(tmp_path).create(tiny())
     rows = [{"update": 0, "eval_greedy_acc": 0.25}, {"update": 1, "loss": 0.5},
