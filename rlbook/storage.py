@@ -101,14 +101,15 @@ def parse_rows(data: bytes, path: Path) -> list[dict]:
 
 
 def git_commit() -> str:
-    """The checkout's short commit; in a copy without git (a tree sent to a GPU machine), the commit its sender
-    named in RLBOOK_GIT_COMMIT, else 'unknown'."""
+    """The commit named in RLBOOK_GIT_COMMIT by whoever sent this copy of the tree elsewhere (a GPU machine's copy
+    can carry a stale .git), else the checkout's short commit, else 'unknown'."""
+    if os.environ.get("RLBOOK_GIT_COMMIT"):
+        return os.environ["RLBOOK_GIT_COMMIT"]
     try:
         out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True)
-        commit = out.stdout.strip()
+        return out.stdout.strip() or "unknown"
     except OSError:
-        commit = ""
-    return commit or os.environ.get("RLBOOK_GIT_COMMIT", "unknown")
+        return "unknown"
 
 
 def environment() -> dict:

@@ -90,12 +90,14 @@ def test_read_rows_ignores_a_torn_last_line(tmp_path):
     assert read_rows(path) == [{"update": 1}, {"update": 2}]
 
 
-def test_a_copy_without_git_names_the_commit_its_sender_gave(tmp_path, monkeypatch):
-    monkeypatch.setattr(rlbook.storage, "REPO_ROOT", tmp_path)  # no git checkout here
+def test_a_copy_names_the_commit_its_sender_gave(tmp_path, monkeypatch):
     monkeypatch.delenv("RLBOOK_GIT_COMMIT", raising=False)
-    assert rlbook.storage.git_commit() == "unknown"
+    checkout = rlbook.storage.git_commit()
     monkeypatch.setenv("RLBOOK_GIT_COMMIT", "abc1234")
-    assert rlbook.storage.git_commit() == "abc1234"
+    assert rlbook.storage.git_commit() == "abc1234" != checkout  # over a stale .git in the copy
+    monkeypatch.delenv("RLBOOK_GIT_COMMIT")
+    monkeypatch.setattr(rlbook.storage, "REPO_ROOT", tmp_path)  # no git checkout here
+    assert rlbook.storage.git_commit() == "unknown"
 
 
 def test_append_truncate_and_series(tmp_path):
