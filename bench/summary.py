@@ -129,6 +129,17 @@ def gpu_check(d):
                                           if k != "source" and not isinstance(v, (dict, list)))
 
 
+def ratio_op(d):
+    for result in d["results"]:
+        for row in result["rows"]:
+            if "ms" not in row:
+                yield f"N = {result['tokens']}, {row['label']}: out of memory"
+                continue
+            share = "" if row.get("frac_of_peak") is None else f", {g(100 * row['frac_of_peak'])}% of the HBM floor"
+            extra = "" if row.get("peak_extra_gb") is None else f", {g(row['peak_extra_gb'])} GB beyond the inputs"
+            yield f"N = {result['tokens']}, {row['label']}: {g(row['ms'])} ms{share}{extra}"
+
+
 def ratio_op_agreement(d):
     worst = max((diff["max_abs"], key, row["case"]) for row in d["cases"] for key, diff in row["differences"].items())
     yield (f"{d['agree']} of {d['total']} cases within the tests' tolerances; largest difference {g(worst[0])} "
@@ -143,7 +154,7 @@ def scalars(d):
 
 FIGURES = {f.__name__: f for f in (fidelity, fuzz_inputs, learning_gain, lora_step, objectives_table, paper_dry_run,
                                    paper_memory, pilots, prefix_sharing, profile_trainer, static_sampling, vs_trl,
-                                   gpu_check, check_exports, trl_chapter1, ratio_op_agreement)} | {"router_pilots": pilots}
+                                   gpu_check, check_exports, trl_chapter1, ratio_op, ratio_op_agreement)} | {"router_pilots": pilots}
 
 
 def stamp(path: Path) -> str:
@@ -161,6 +172,8 @@ def section(folder: Path) -> str:
     d = json.loads(path.read_text())
     lines = list(FIGURES.get(folder.name, scalars)(d))
     program, _, arguments = d.get("command", "").partition(" ")
+    if program.startswith("/") and "/bench/" in program:  # run as an absolute path: shown from the repository root
+        program = "bench/" + program.split("/bench/", 1)[1]
     program = "python -m pytest" if program.endswith("pytest/__main__.py") else f"python {program}"
     when, env = stamp(path), d.get("environment", {})
     return "\n".join([f"## {folder.name}", "", f"`{program} {arguments}`".replace(" `", "`"), "",
