@@ -33,12 +33,12 @@ def make_run(root, name, final, lag1_m2=0.0, clip=0.0, mask=0.0, removed=None, *
     return Run(path)
 
 
-def rung(root, lr, staleness, drift, on_policy, grpo, m2po, jitter=(0.0, 0.004, -0.004)):
+def rung(root, lr, staleness, drift, on_policy, grpo, m2po, jitter=(0.0, 0.004, -0.004), mask=0.01):
     runs = []
     for role, objective, s, final in (("o", "grpo", 0, on_policy), ("g", "grpo", staleness, grpo),
                                       ("m", "m2po", staleness, m2po), ("n", "no_clip", staleness, grpo - 0.05)):
         runs += [make_run(root, f"{role}-{lr}-{i}", final + j, lag1_m2=drift, lr=lr, staleness=s, objective=objective,
-                          seed=i, clip=0.02 if objective == "grpo" else 0.0, mask=0.01 if objective == "m2po" else 0.0)
+                          seed=i, clip=0.02 if objective == "grpo" else 0.0, mask=mask if objective == "m2po" else 0.0)
                  for i, j in enumerate(jitter)]
     return runs
 
@@ -67,6 +67,19 @@ def test_share_and_trend_when_m2po_recovers_more_at_smaller_drift(tmp_path):
     assert [s.verdict for s in clip_vs_mask[:2]] == [stats.NOT_REPRODUCED, stats.REPRODUCED]  # 2x < 5x; 1% < 2%
     tokens = drift_ladder.token_table(ladder)
     assert tokens.count("\n") == 4 and "2.00 ± 0.00%" in tokens and "1.00 ± 0.00%" in tokens
+
+
+@pytest.mark.parametrize("masks, reading", [
+    ((0.03, 0.03, 0.01), "it fails on the 2 fastest rungs and holds on the 1 slowest, the pattern the account predicts"),
+    ((0.03, 0.03, 0.03), "it holds on none of the 3 rungs: M2PO masks 3.00% of tokens at the fastest rung and 3.00% "
+                         "at the slowest; on-policy GRPO clips 2.00% and 2.00%. So the mask does not shrink"),
+    ((0.01, 0.03, 0.03), "it holds on 1 of the 3 rungs, not only on the slow ones")])
+def test_the_mask_account_reads_which_rungs_hold(tmp_path, masks, reading):
+    """M2PO masking no more than on-policy GRPO clips (2% in the fixture) should fail fast and hold slow."""
+    runs = [run for lr, s, mask in zip((1e-3, 5e-4, 2.5e-4), (24, 48, 96), masks)
+            for run in rung(tmp_path, lr, s, 1e-3, 0.60, 0.50, 0.55, mask=mask)]
+    assert drift_ladder.mask_account(drift_ladder.rungs(runs)).startswith(reading)
+    assert drift_ladder.mask_account([]).startswith("cannot be read yet")
 
 
 def test_a_rung_whose_stale_runs_are_not_stored_yet_keeps_its_staleness(tmp_path):

@@ -177,10 +177,11 @@ def test_the_second_step_test_reads_lopti_at_half_the_rate_against_both(tmp_path
     half, steady = runs("h", [0.62, 0.63, 0.64]), runs("c", [0.62, 0.63, 0.64])
     got = la.second_step_texts(grpo, lopti, half, steady)
     assert got["conclusion"] == la.SECOND_STEP_CONCLUSIONS[mechanism.SUPPORTED]
-    assert got["moved_reading"] == "above Lopti's at the full rate by more than 2 s.e."
-    assert got["apart_reading"] == "within 2 s.e. of GRPO's"
-    assert got["control_reading"] == "within 2 s.e. of GRPO's at the full rate"
-    assert got["rise_gap"].startswith("0.040 ± ") and got["rise_gap_reading"] == "above zero by more than 2 s.e."
+    assert got["moved_reading"] == "above Lopti's at the full rate by more than two standard errors"
+    assert got["apart_reading"] == "within two standard errors of GRPO's"
+    assert got["control_reading"] == "within two standard errors of GRPO's at the full rate"
+    assert got["rise_gap"].startswith("0.040 ± ")
+    assert got["rise_gap_reading"] == "above zero by more than two standard errors"
     assert la.second_step_texts(grpo, lopti, runs("n", [0.58, 0.59, 0.60]), steady)["conclusion"] == \
         la.SECOND_STEP_CONCLUSIONS[mechanism.NOT_SUPPORTED]
     risen = runs("r", [0.66, 0.67, 0.68])  # GRPO gains from the lower rate as much: the test cannot tell them apart

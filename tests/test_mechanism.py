@@ -45,9 +45,10 @@ def test_too_few_seeds_on_any_side_give_no_test():
 
 def test_a_reading_names_whose_value_and_needs_three_seeds():
     above = stats.Estimate(0.1, 0.01, 3)
-    assert mechanism.reading(above, "GRPO's") == "above GRPO's by more than 2 s.e."
-    assert mechanism.reading(stats.Estimate(-0.1, 0.01, 3), "GRPO's") == "below GRPO's by more than 2 s.e."
-    assert mechanism.reading(stats.Estimate(0.01, 0.01, 3), "GRPO's") == "within 2 s.e. of GRPO's"
+    assert mechanism.reading(above, "GRPO's") == "above GRPO's by more than two standard errors"
+    below = stats.Estimate(-0.1, 0.01, 3)
+    assert mechanism.reading(below, "GRPO's") == "below GRPO's by more than two standard errors"
+    assert mechanism.reading(stats.Estimate(0.01, 0.01, 3), "GRPO's") == "within two standard errors of GRPO's"
     assert mechanism.reading(stats.Estimate(0.1, 0.01, 2), "GRPO's") == mechanism.FEW_SEEDS
 
 

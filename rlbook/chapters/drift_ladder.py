@@ -184,6 +184,32 @@ def token_signatures(ladder: list[Rung]) -> list[Signature]:
     return out
 
 
+def mask_account(ladder: list[Rung]) -> str:
+    """Chapter 3's account read along the ladder: if M2PO's mask grows with the drift, "M2PO masks no more than
+    on-policy GRPO clips" should fail on the fast rungs and hold on the slow ones. Which rungs it holds on, and the two
+    shares at the fastest and the slowest complete rung."""
+    done = [g for g in ladder if g.complete]  # fastest first
+    if not done:
+        return "cannot be read yet (no rung has 3 seeds in each cell)"
+    shares = [(per_seed(g.m2po, lambda r: token_share(r, "mask_frac")), per_seed(g.on_policy, clip_share))
+              for g in done]
+    held = [stats.verdict(clip0 - mask, +1) == stats.REPRODUCED for mask, clip0 in shares]
+    (mask_fast, clip_fast), (mask_slow, clip_slow) = shares[0], shares[-1]
+    numbers = (f"M2PO masks {100 * mask_fast.mean:.2f}% of tokens at the fastest rung and "
+               f"{100 * mask_slow.mean:.2f}% at the slowest; on-policy GRPO clips {100 * clip_fast.mean:.2f}% and "
+               f"{100 * clip_slow.mean:.2f}%")
+    if not any(held):
+        trend = ("the mask shrinks as the drift falls, but on-policy GRPO's clip shrinks faster"
+                 if mask_slow.mean < mask_fast.mean else "the mask does not shrink as the drift falls")
+        return (f"it holds on none of the {len(done)} rungs: {numbers}. So {trend}, and down to our slowest rung the "
+                "account is not borne out")
+    first_held = held.index(True)
+    if all(held[first_held:]) and first_held:
+        return (f"it fails on the {first_held} fastest rungs and holds on the {len(done) - first_held} slowest, the "
+                f"pattern the account predicts: {numbers}")
+    return f"it holds on {sum(held)} of the {len(done)} rungs, not only on the slow ones: {numbers}"
+
+
 def _drift_axis(ax, xs) -> None:
     """A log axis of drift per update with one tick per rung, labelled by its measured drift (log minor labels
     would overlap)."""

@@ -19,7 +19,8 @@ NO_TEST = f"cannot be read yet (fewer than {stats.MIN_SEEDS} seeds stored on a s
 
 def readings(whose: str) -> tuple[str, str, str]:
     """The three readings of a difference against `whose` value: above, below, within 2 s.e."""
-    return (f"above {whose} by more than 2 s.e.", f"below {whose} by more than 2 s.e.", f"within 2 s.e. of {whose}")
+    return (f"above {whose} by more than two standard errors", f"below {whose} by more than two standard errors",
+            f"within two standard errors of {whose}")
 
 
 def reading(d: stats.Estimate, whose: str) -> str:
