@@ -1,5 +1,5 @@
-# The two commands: `make book` executes and renders the book from the stored reference runs (it trains nothing;
-# `make book PROFILE=cpu` trains what is not stored), `make test` runs the tests.
+# The two commands: `make book` executes and renders the book from the stored reference runs (it trains no
+# reference run; `make book PROFILE=cpu` trains what is not stored), `make test` runs the tests.
 # Both create .venv on a fresh machine (torch pinned to the CPU build 2.13.0) and install the package.
 VENV ?= .venv
 PY := $(VENV)/bin/python

@@ -6,8 +6,9 @@ works opened from disk with no network: build/html/index.html. Figures land in b
     python -m rlbook.book [--profile reference|smoke|cpu|auto|standard|paper] [--only 01_grpo_from_scratch]
                           [--render-only]
 
-The default profile, `reference`, replays the stored reference runs (data/runs) and trains nothing: the book readers
-get, on any machine. Any other profile trains what is not stored (each notebook prints its plan first).
+The default profile, `reference`, replays the stored reference runs (data/runs) and trains no reference run
+(chapter 5 trains a tiny demonstration trajectory once, then replays it): the book readers get, on any machine.
+Any other profile trains what is not stored (each notebook prints its plan first).
 
 The site's sources are book/ (Sphinx configuration, landing page, references, styles, the explorers' script). MathJax
 3 comes from the npm registry (`npm pack`, once, kept in build/vendor) and plotly.js from the plotly package; both

@@ -3,7 +3,8 @@
 Staleness s counts model updates between the policy that sampled a batch and the policy being updated. One
 training step samples one rollout batch and makes `updates_per_step` updates with it, so a FIFO of s / k batches
 delays every batch by s updates: the step starting at update u trains on the batch sampled by the policy of update
-u - s. Before any such batch exists (the first s updates) the queue holds batches of the base model.
+u - s. The s / k batches that first fill the queue, and the first step's own batch, are sampled by the base model,
+so the first s + k updates (k = updates_per_step) train on its rollouts.
 """
 from __future__ import annotations
 

@@ -171,7 +171,7 @@ def train(config: RunConfig, run: Run, progress: bool = True) -> None:
     evaluation = partial(evaluation_row, model, tokenizer, task,
                          evaluation_problems(config.task, config.task_params, config.eval_size), max_new, config)
     start_time = time.time() - run.meta.get("wall_time_s", 0.0)
-    if update == 0:  # the first s updates train on rollouts of the base model; row 0 is its accuracy
+    if update == 0:  # the first s + k updates train on rollouts of the base model; row 0 is its accuracy
         queue.fill(source)
         run.append({"update": 0, **evaluation(0)})
     bar = progress_bar(None, progress, total=config.total_updates, initial=update,

@@ -162,7 +162,11 @@ def test_final_vs_m2_places_each_setting_at_its_measured_drift(sweep):
     scores = [stats.estimate([stats.score(r) for r in run_groups.select(runs, "grpo", s)]).mean for s in (0, 4)]
     line = ax.containers[0].lines[0]
     assert line.get_xdata().tolist() == pytest.approx(drift) and line.get_ydata().tolist() == pytest.approx(scores)
-    assert sorted(t.get_text() for t in ax.texts) == ["s=0", "s=4", "s=4", "s=4"]
+    shapes = {l.get_label(): l.get_marker() for l in ax.lines if l.get_label().startswith("s = ")}
+    assert list(shapes) == ["s = 0", "s = 4"] and len(set(shapes.values())) == 2  # one shape per staleness
+    grpo_stale = [l for l in ax.lines if l.get_marker() == shapes["s = 4"] and list(l.get_xdata())
+                  and l.get_color() == line.get_color()]
+    assert [l.get_xdata()[0] for l in grpo_stale] == pytest.approx([drift[1]])  # GRPO's s = 4 point, its shape
     assert any(l.get_label().startswith("M2PO's tau") and l.get_xdata()[0] == 0.04 for l in ax.lines)
 
 

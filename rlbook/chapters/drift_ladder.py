@@ -62,6 +62,12 @@ class Rung:
         return all(len(cells) >= stats.MIN_SEEDS for cells in (self.on_policy, self.grpo, self.m2po))
 
 
+def rate(lr: float) -> str:
+    """A learning rate in one notation on every rung: 6.25e-5, 1.25e-4, 1e-3 (Python's :g writes 0.000125)."""
+    mantissa, exponent = f"{lr:e}".split("e")
+    return f"{float(mantissa):g}e{int(exponent)}"
+
+
 def rungs(runs) -> list[Rung]:
     """The ladder's rungs present in runs, from the fastest drift (largest rate) to the slowest. A rung's staleness is
     the largest its configs ask for (a RunSet's): a rung whose stale runs are not stored yet shows them missing."""
@@ -132,7 +138,7 @@ def signatures(ladder: list[Rung]) -> list[Signature]:
 
     out = []
     for g in ladder:
-        where = f"lr {g.lr:g}, s = {g.staleness}"
+        where = f"lr {rate(g.lr)}, s = {g.staleness}"
         if not g.complete:
             out.append(Signature(f"{where}: staleness cost and M2PO's recovery", M2PO_SCORES.text,
                                  "fewer than 3 seeds in a cell", "no runs"))
@@ -167,7 +173,7 @@ def token_signatures(ladder: list[Rung]) -> list[Signature]:
     paper = M2PO_REMOVED_TOKENS.text
     out = []
     for g in ladder:
-        where = f"lr {g.lr:g}, s = {g.staleness}"
+        where = f"lr {rate(g.lr)}, s = {g.staleness}"
         if not g.complete:
             out.append(Signature(f"{where}: GRPO's clip vs M2PO's mask", paper, "fewer than 3 seeds in a cell",
                                  "no runs"))
@@ -234,7 +240,7 @@ def share_figure(ladder: list[Rung]):
     shares = [share_estimate(g) for g in done]
     _errorbar(ax, xs, shares, marker="o", ls="none", color="tab:green", label="M2PO, one point per rung")
     for i, (x, g, share) in enumerate(zip(xs, done, shares)):  # labels above and below in turn: neighbours' apart
-        ax.annotate(f"lr {g.lr:g}\ns = {g.staleness}", (x, share.mean), textcoords="offset points",
+        ax.annotate(f"lr {rate(g.lr)}\ns = {g.staleness}", (x, share.mean), textcoords="offset points",
                     xytext=(10, 8 if i % 2 == 0 else -8), va="bottom" if i % 2 == 0 else "top", fontsize=12,
                     color="dimgray")
     ax.axhline(1.0, color="black", ls="--", lw=1.5, label="recovers all of it")
@@ -291,7 +297,7 @@ def rung_table(ladder: list[Rung]) -> str:
             "share recovered |", "|---" * 9 + "|"]
     for g in ladder:
         share = share_estimate(g) if g.complete else None
-        rows.append(f"| {g.lr:g} | {g.staleness} | {min(map(len, (g.on_policy, g.grpo, g.m2po)))} | "
+        rows.append(f"| {rate(g.lr)} | {g.staleness} | {min(map(len, (g.on_policy, g.grpo, g.m2po)))} | "
                     f"{_drift(g.on_policy)} | {_estimate(g.on_policy, stats.score)} | "
                     f"{_estimate(g.grpo, stats.score)} | "
                     f"{_estimate(g.m2po, stats.score)} | {_estimate(g.no_clip, stats.score)} | "
@@ -305,7 +311,7 @@ def token_table(ladder: list[Rung]) -> str:
     rows = ["| lr | s | drift per update | M2 of stale batches | GRPO clips at s | M2PO masks at s | GRPO clips, s=0 |",
             "|---" * 7 + "|"]
     for g in ladder:
-        rows.append(f"| {g.lr:g} | {g.staleness} | {_drift(g.on_policy)} | {_estimate(g.grpo, stale_m2)} | "
+        rows.append(f"| {rate(g.lr)} | {g.staleness} | {_drift(g.on_policy)} | {_estimate(g.grpo, stale_m2)} | "
                     f"{_estimate(g.grpo, clip_share, 100, 2, '%')} | "
                     f"{_estimate(g.m2po, lambda r: token_share(r, 'mask_frac'), 100, 2, '%')} | "
                     f"{_estimate(g.on_policy, clip_share, 100, 2, '%')} |")

@@ -86,22 +86,28 @@ def final_vs_staleness(runs, metric: str = "eval_greedy_acc"):
     return finish(fig, ax, ncols=4)
 
 
+STALENESS_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")  # one marker per staleness, in increasing order
+
+
 def final_vs_m2(runs, metric: str = "eval_greedy_acc", tau: float = DEFAULT_TAU):
     """Each setting's score against the drift its stale data carried: the M2 of the trained batches (the mean
     squared log-ratio of policy to sampler over all response tokens, before any clip or mask; M2PO Eq. 3), averaged
-    over the run. One point per (objective, staleness): the seed mean, bars one standard error on both axes; the
-    staleness is written beside each point. Staleness is a count of updates; M2 is what it does to the data."""
-    fig, ax = plt.subplots(figsize=(9, 5))
+    over the run. One point per (objective, staleness): the seed mean, bars one standard error on both axes; colour
+    is the objective, the marker's shape the staleness (points of one staleness sit close together, so words beside
+    them would overlap). Staleness is a count of updates; M2 is what it does to the data."""
+    fig, ax = plt.subplots(figsize=(9, 6.5))
+    marker = {s: m for s, m in zip(sorted({r.config.staleness for r in runs}), STALENESS_MARKERS * 4)}
     for objective, group in group_runs(runs, key=lambda r: r.config.objective).items():
         cells = group_runs(group, key=lambda r: r.config.staleness)
         m2 = [stats.estimate([mean_of(r, "m2") for r in seeds]) for seeds in cells.values()]
         score = [stats.estimate([stats.score(r, metric) for r in seeds]) for seeds in cells.values()]
+        color = COLORS.get(objective)
         ax.errorbar([e.mean for e in m2], [e.mean for e in score], xerr=[e.se for e in m2],
-                    yerr=[e.se for e in score], marker="o", ms=7, capsize=3, color=COLORS.get(objective),
-                    label=objective)
+                    yerr=[e.se for e in score], capsize=3, color=color, label=objective)
         for s, x, y in zip(cells, m2, score):
-            ax.annotate(f"s={s}", (x.mean, y.mean), textcoords="offset points", xytext=(6, 6), fontsize=9,
-                        color=COLORS.get(objective))
+            ax.plot(x.mean, y.mean, marker=marker[s], ms=9, color=color, mec="black", mew=0.6, ls="none")
+    for s, m in marker.items():  # the shapes' key, in grey
+        ax.plot([], [], marker=m, ms=9, color="grey", mec="black", mew=0.6, ls="none", label=f"s = {s}")
     ax.axvline(tau, color="black", ls="--", lw=1, label=f"M2PO's tau = {tau:g}")
     if runs:
         ax.axhline(np.mean([stats.base_score(r, metric) for r in runs]), color="grey", ls=":", lw=1.5,
