@@ -39,7 +39,7 @@ def staleness_sweep(runs):
 
 CHAPTERS = {
     "01 GRPO from scratch": ("01_grpo", verdicts.grpo_learns),
-    "02 staleness (M2PO)": ("02_staleness", lambda runs: verdicts.staleness_signatures(staleness_sweep(runs))),
+    "02 staleness (M2PO)": ("sweep:staleness", verdicts.staleness_signatures),
     "02 staleness at 2.8x the learning rate (fast drift)": ("02_fast_drift", verdicts.staleness_signatures),
     "02 staleness at half the learning rate, s up to 96 (slow drift)": ("sweep:slow_drift",
                                                                          verdicts.staleness_signatures),

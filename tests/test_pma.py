@@ -120,6 +120,10 @@ def test_summary_and_merge_figure(traj):
     explorer = pma_figures.merge_explorer(traj, checkpoints, grid)
     assert set(explorer.views) == {f"{m}|{n}" for m in ("sma", "ema", "wma") for n in (2, 3)}  # the stored grid
     assert len({json.dumps(v) for v in explorer.views.values()}) == 6 and "NaN" not in explorer._repr_html_()
+    losses = [r["loss"] for r in [*checkpoints.values(), *grid.values()] if "loss" in r]
+    ticks = next(iter(explorer.views.values()))["layout"]["yaxis2"]  # written in full, spanning every loss
+    assert ticks["ticktext"] == [f"{t:g}" for t in ticks["tickvals"]] and len(ticks["tickvals"]) >= 3
+    assert ticks["tickvals"][0] <= min(losses) * 1.05 and ticks["tickvals"][-1] >= max(losses) * 0.95
     new = explorer.view(method="ema", n=2, alpha=0.3, end=6)  # a widget's new choice: merged, evaluated, stored
     assert "ema-N2-end6-a0.3" in json.loads((traj.results.path / "merges.json").read_text())
     assert new["data"][-1]["y"] == [pma.run_merges(traj, [("ema", 2, 6)], 0.3, progress=False)["ema-N2-end6-a0.3"]

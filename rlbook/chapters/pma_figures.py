@@ -190,6 +190,14 @@ def merge_figure(traj, checkpoints: dict, method: str = "sma", n: int | None = N
     return fig
 
 
+def log_ticks(values, count: int = 5) -> dict:
+    """Plotly tick values and labels for a log axis over `values`: `count` evenly spaced in log, written in full
+    (a log axis spanning less than a decade otherwise labels its ticks by their first digit alone)."""
+    lo, hi = min(values), max(values)
+    ticks = sorted({float(f"{lo * (hi / lo) ** (i / (count - 1)):.2g}") for i in range(count)})
+    return {"tickvals": ticks, "ticktext": [f"{t:g}" for t in ticks]}
+
+
 def merge_explorer(traj, checkpoints: dict, grid: dict):
     """Explorer of the merge grid: pick the method and N; the merge's weights and its held-out loss against the
     checkpoints and the annealed models. The page holds the stored grid; the JupyterLab widget also offers any N,
@@ -207,6 +215,8 @@ def merge_explorer(traj, checkpoints: dict, grid: dict):
                       "name": f"{ANNEALED[name][2]}: loss {r['loss']:.3f}",
                       "marker": {"size": 15, "symbol": symbol, "color": color}})
 
+    loss_ticks = log_ticks([r["loss"] for r in [*checkpoints.values(), *grid.values()] if "loss" in r])
+
     def view(method, n, alpha, end):
         n, steps = int(n), [s for s in traj.stable if s <= end]
         merge = grid.get(merge_name(method, n, end, alpha))
@@ -223,7 +233,7 @@ def merge_explorer(traj, checkpoints: dict, grid: dict):
             "xaxis": {"domain": [0, 0.28], "title": {"text": "checkpoint step"}, "type": "category"},
             "yaxis": {"title": {"text": "weight in the merge"}},
             "xaxis2": {"domain": [0.47, 1], "anchor": "y2", "title": {"text": "training step"}},
-            "yaxis2": {"anchor": "x2", "type": "log", "title": {"text": "held-out loss (log scale)"}}}}
+            "yaxis2": {"anchor": "x2", "type": "log", "title": {"text": "held-out loss (log scale)"}, **loss_ticks}}}
 
     controls = [Control("method", "method", list(c.methods), value="sma"),
                 Control("n", "N checkpoints", ns, kind="slider", value=c.focus_n if c.focus_n in ns else None,
