@@ -23,7 +23,8 @@ from .style import METRICS as STYLE_METRICS
 from .verdicts import per_seed, token_share
 
 VARIANT_COLORS = {"grpo": "tab:blue", "grpo+r3": "tab:green", "tis": "tab:orange", "gspo": "tab:purple"}
-METRICS = {"routing_mismatch": ("Routing mismatch (rollout vs trainer)", "share of (token, layer) decisions"),
+METRICS = {"routing_mismatch": ("Routing mismatch (trainer's own routing vs rollout)",
+                                 "share of (token, layer) decisions"),
            "f2": ("Extreme tokens F(2)", "share of response tokens"),
            "kl_k3": ("Train-vs-rollout KL", "KL, k3 estimate (nats)"),
            "grad_norm": ("Gradient norm (before clipping)", "L2 norm of the gradient"),
@@ -150,7 +151,7 @@ def score_table(runs) -> str:
     over_seeds, plus_minus = tables.over_seeds, tables.plus_minus
     share = lambda key: over_seeds(lambda r: token_share(r, key), lambda e: f"{100 * e.mean:.2f}% ± {100 * e.se:.2f}")
     columns = {"seeds": len, "greedy score": over_seeds(stats.score, plus_minus()),
-               "routing mismatch": share("routing_mismatch"),
+               "routing mismatch (trainer's own routing)": share("routing_mismatch"),
                "KL (k3)": over_seeds(lambda r: token_share(r, "kl_k3"), lambda e: f"{e.mean:.2e} ± {e.se:.1e}"),
                "F(2)": share("f2"), "clipped": share("clip_frac")}
     return tables.score_table(group_runs(runs, key=variant), columns, "variant")

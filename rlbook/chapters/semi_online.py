@@ -55,7 +55,9 @@ def lag_figure(runs, updates: int = 250):
         rows = [r for r in seeds[0].metrics if r["update"] > 0][:updates]
         ax.plot([r["update"] for r in rows], [r["policy_lag"] for r in rows],
                               ls=SYNC_STYLES.get(sync, "--"), label=sync_label(sync))
-    ax.set(title="How stale each batch's generator is, update by update", xlabel="model updates",
+    last = max((r["update"] for run in runs for r in run.metrics), default=0)
+    cut = f" (the first {updates} of {last} updates)" if last > updates else ""
+    ax.set(title=f"How stale each batch's generator is, update by update{cut}", xlabel="model updates",
            ylabel="generator lag (updates behind the policy)")
     return finish(fig, ax, ncols=4)
 
@@ -158,7 +160,8 @@ def explorer(sources: dict, metrics=("eval_greedy_acc", "eval_sampled_acc", "rew
             x, mean, _, _ = aggregate(seeds, metric, 1 if metric.startswith("eval") else 10)
             traces.append(line(x, mean, f"{sync_label(sync)} ({len(seeds)} seed{'s' * (len(seeds) > 1)})",
                                None, markers=metric.startswith("eval")))
-        return {"data": traces, "layout": {"title": {"text": f"{labels.get(metric, metric)}: {objective}, {source}"},
+        short = source.split(" (")[0]  # the set's name; its seeds and code are in the menu beside
+        return {"data": traces, "layout": {"title": {"text": f"{labels.get(metric, metric)}: {objective}, {short}"},
                                            "xaxis": {"title": {"text": "model updates"}},
                                            "yaxis": {"title": {"text": METRICS.get(metric, (0, metric))[1]}}}}
 

@@ -290,10 +290,10 @@ def lopti_signatures(runs, task: str | None = None) -> list[Signature]:
     for variant, (claim, paper) in LOPTI_PAPER[task].items():
         runs_of = by_variant.get(variant, [])
         compare = _better if claim == "beats" else _matches
-        out.append(compare(f"{variant} {claim} GRPO", paper, runs_of, grpo, "score difference"))
+        out.append(compare(f"{variant} {claim} GRPO", paper, runs_of, grpo, f"score {variant} minus GRPO"))
     out.append(_better("reversed Lopti (high-probability tokens first) does worse than Lopti",
                        papers.LOPTI_REVERSED.text, by_variant.get("lopti", []), by_variant.get("lopti_reversed", []),
-                       "score difference"))
+                       "score Lopti minus reversed Lopti"))
     return out
 
 
