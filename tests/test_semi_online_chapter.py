@@ -61,6 +61,10 @@ def test_figures_draw_one_line_per_setting(runs):
     fig = ch7.lag_figure(runs)
     lags = {line.get_label(): list(line.get_ydata()) for line in fig.axes[0].lines}
     assert lags == {"online": [0, 0, 0, 0], "sync every 4": [0, 1, 2, 3], "offline": [0, 1, 2, 3]}
+    assert "first" not in fig.axes[0].get_title()  # the whole run is drawn
+    plt.close(fig)
+    fig = ch7.lag_figure(runs, updates=2)
+    assert fig.axes[0].get_title().endswith("(the first 2 of 4 updates)") and len(fig.axes[0].lines[0].get_xdata()) == 2
     plt.close(fig)
     fig = ch7.score_and_cost_figure(runs)
     left, right = fig.axes
@@ -72,6 +76,9 @@ def test_figures_draw_one_line_per_setting(runs):
 def test_explorer_lists_objectives_and_sources(runs):
     html = ch7.explorer({"mine": runs, "empty": []})._repr_html_()
     assert "mine" in html and "empty" not in html and "grpo" in html and "dpo" in html
+    labelled = ch7.explorer({"mine (seeds 0-1; made by this code)": runs})
+    title = next(iter(labelled.views.values()))["layout"]["title"]["text"]
+    assert title.endswith(", mine")  # the set's name; its seeds and code stay in the menu
 
 
 def test_sweep_covers_objectives_sync_intervals_and_seeds():
