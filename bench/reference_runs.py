@@ -11,7 +11,8 @@ version stays until its successor is stored (the book labels such runs; git keep
 What a finished run ships: its config, metrics and meta, from which the book replays it. Its checkpoint (state.pt:
 the trainable weights, Adam's moments, the stale-batch queue, the random stream) is what resuming needs, and a
 finished run never resumes, so it is cut to the final trainable weights where a chapter reads them (WEIGHTS_READ)
-and removed elsewhere: the optimizer alone is two thirds of a LoRA run's 2.2 MB, and a fully fine-tuned MoE's
+and removed elsewhere (where the weights are kept, chapter 4's accuracy by puzzle size is evaluated from them and
+cached in the run, so the book never evaluates): the optimizer alone is two thirds of a LoRA run's 2.2 MB, and a fully fine-tuned MoE's
 checkpoint is tens of MB, more than a session's commits may carry for 20 runs.
 """
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import time
 
+from rlbook.chapters.lopti import run_accuracy_by_people
 from rlbook.experiments import LADDER, sweep
 from rlbook.obtain import run_or_load
 from rlbook.runs import RunStore, reference_root
@@ -71,6 +73,7 @@ def ship(run) -> None:
     if run.config.experiment not in WEIGHTS_READ:
         state_path.unlink()
         return
+    run_accuracy_by_people(run)  # evaluated now and cached in the run: the book only reads it
     state = run.read_state()
     if state["optimizer"] or state["queue"]:
         run.write_state({"update": state["update"], "model": state["model"], "optimizer": {}, "queue": [],

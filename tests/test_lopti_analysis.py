@@ -81,9 +81,12 @@ def test_accuracy_by_people_is_cached_in_the_run(tmp_path, monkeypatch):
     monkeypatch.setattr(la, "load_trained_policy", lambda run: (None, None))
     monkeypatch.setattr(la, "_people", lambda config, model, tok: calls.append(1) or {2: 0.5, 3: 0.25})
     run = fake_run(tmp_path, state=True)
+    replayed = la.run_accuracy_by_people(run, compute=False)  # the book replays: no cache, no evaluation
+    assert not calls and replayed["by_people"] is None and replayed["overall"] == 0.4
     first = la.run_accuracy_by_people(run)
     second = la.run_accuracy_by_people(run)
     assert len(calls) == 1 and first == second and first["by_people"] == {2: 0.5, 3: 0.25}
+    assert la.run_accuracy_by_people(run, compute=False) == first  # once cached, the book reads it
     assert json.loads((run.path / la.CACHE).read_text())["source"] == "state.pt"
     run.update_meta(updates=4)  # a longer run: the cache is stale and recomputed
     la.run_accuracy_by_people(run)

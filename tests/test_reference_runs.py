@@ -16,8 +16,8 @@ TINY = dict(preset="nano-tiny", init="scratch", prompts_per_step=4, group_size=4
             eval_size=8, checkpoint_every=1, max_new_tokens=6)
 
 
-def trained(tmp_path, experiment):
-    return run_or_load(RunConfig(experiment=experiment, **TINY), RunStore(tmp_path), progress=False,
+def trained(tmp_path, experiment, **changes):
+    return run_or_load(RunConfig(experiment=experiment, **{**TINY, **changes}), RunStore(tmp_path), progress=False,
                        references=False)
 
 
@@ -28,8 +28,9 @@ def test_a_run_no_chapter_reads_the_weights_of_ships_no_checkpoint(tmp_path):
     assert not (run.path / "state.pt").exists() and run.complete and len(run.metrics) == 3
 
 
-def test_a_run_chapter_4_reads_keeps_only_its_final_weights(tmp_path):
-    run = trained(tmp_path, reference_runs.WEIGHTS_READ[0])
+def test_a_run_chapter_4_reads_keeps_only_its_final_weights_and_its_accuracy_by_size(tmp_path):
+    run = trained(tmp_path, reference_runs.WEIGHTS_READ[0], task="knights_knaves",
+                  task_params={"num_people": [2, 3]})
     before = run.read_state()
     assert before["optimizer"]["state"]
     reference_runs.ship(run)
@@ -37,6 +38,8 @@ def test_a_run_chapter_4_reads_keeps_only_its_final_weights(tmp_path):
     assert after["update"] == before["update"] == 2 and not after["optimizer"] and after["queue"] == []
     assert after["model"].keys() == before["model"].keys()
     assert all(torch.equal(after["model"][k], before["model"][k]) for k in before["model"])
+    cached = json.loads((run.path / "accuracy_by_people.json").read_text())  # evaluated once, for the book to read
+    assert cached["source"] == "state.pt" and set(cached["by_people"]) <= {"2", "3"}
 
 
 def test_an_unfinished_run_keeps_its_checkpoint_to_resume_from(tmp_path):

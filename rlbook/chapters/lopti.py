@@ -85,9 +85,11 @@ def start_accuracy_by_people(config: RunConfig) -> dict[int, float]:
     return _people(config, *init_policy(config, progress=False))
 
 
-def run_accuracy_by_people(run) -> dict:
-    """{"by_people": {n: acc} or None, "overall", "source", "note"}, cached as JSON in the run directory. A run
-    without state.pt (a reference run made by older code) falls back to its final overall accuracy."""
+def run_accuracy_by_people(run, compute: bool = True) -> dict:
+    """{"by_people": {n: acc} or None, "overall", "source", "note"}, cached as JSON in the run directory (a
+    reference run's cache is written when it is shipped, bench/reference_runs.py). A run without state.pt (made by
+    older code), or without a cache when `compute` is False (the book replays, and evaluating every run would take
+    minutes), falls back to its final overall accuracy."""
     path, updates = run.path / CACHE, run.meta.get("updates")
     if path.exists() and json.loads(path.read_text()).get("updates") == updates:
         cached = json.loads(path.read_text())
@@ -97,6 +99,9 @@ def run_accuracy_by_people(run) -> dict:
     if not (run.path / "state.pt").exists():
         return {"by_people": None, "overall": overall, "source": "metrics",
                 "note": "no state.pt (a reference run): final overall accuracy only"}
+    if not compute:
+        return {"by_people": None, "overall": overall, "source": "metrics",
+                "note": f"no {CACHE} (not evaluated by puzzle size yet): final overall accuracy only"}
     result = {"by_people": _people(run.config, *load_trained_policy(run)), "overall": overall, "source": "state.pt",
               "note": f"{run.config.eval_size} evaluation puzzles, greedy", "updates": updates}
     write_json(path, result)
