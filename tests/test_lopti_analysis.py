@@ -155,6 +155,11 @@ def test_figures_and_replay_on_stored_runs(tmp_path):
     people = [{"by_people": {2: 0.5, 3: 0.1 * k}, "overall": 0.3} for k in range(len(runs))]
     assert len(lopti_figures.curves_figure(runs).axes) == 2
     assert lopti_figures.people_figure(runs, people, base={2: 0.4, 3: 0.2}).legends
+    mixed = [p if k == 0 else {"by_people": None, "overall": 0.3} for k, p in enumerate(people)]  # mid-retraining
+    fig = lopti_figures.people_figure(runs, mixed)
+    labels = [t.get_text() for t in fig.axes[0].get_xticklabels()]
+    assert labels == ["2 people", "3 people", "all sizes (runs not evaluated by size)"]
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == list(LOPTI_VARIANTS)  # every variant, once
     replay = lopti_figures.variant_explorer(runs)
     alphas, etas = {r.config.ar_alpha for r in runs}, {r.config.lopti_eta for r in runs}
     assert len(replay.views) == len(alphas) * len(etas) * 3  # every (alpha, eta, metric), stored or not

@@ -35,13 +35,19 @@ def people_figure(runs, results: list[dict], base: dict | None = None):
     fig, ax = plt.subplots(figsize=(10, 5))
     width = 0.8 / max(len(groups), 1)
     for i, (variant, rows) in enumerate(groups.items()):
+        labelled = False
         for j, n in enumerate(sizes):
             values, x = [row[n] for row in rows if n in row], j + (i - (len(groups) - 1) / 2) * width
-            ax.bar(x, sum(values) / len(values), width, color=f"C{i}", alpha=0.75, label=variant if j == 0 else None)
+            if not values:  # while runs are retrained, a variant's runs may all lack this size (or "all")
+                continue
+            ax.bar(x, sum(values) / len(values), width, color=f"C{i}", alpha=0.75,
+                   label=None if labelled else variant)
             ax.plot([x] * len(values), values, "k.", ms=4)
+            labelled = True
     for j, n in enumerate(n for n in sizes if base and n in base):
         ax.hlines(base[n], j - 0.45, j + 0.45, colors="grey", linestyles="--", label="start" if j == 0 else None)
-    ax.set(xticks=range(len(sizes)), xticklabels=[f"{n} people" for n in sizes], xlabel="puzzle size",
+    names = [f"{n} people" if n != "all" else "all sizes (runs not evaluated by size)" for n in sizes]
+    ax.set(xticks=range(len(sizes)), xticklabels=names, xlabel="puzzle size",
            ylabel="greedy accuracy (fraction correct)",
            title="Knights and Knaves: accuracy by puzzle size (dots: seeds)")
     return legend_below(fig, ax, ncols=3)
