@@ -158,7 +158,7 @@ def test_figures_and_replay_on_stored_runs(tmp_path):
     mixed = [p if k == 0 else {"by_people": None, "overall": 0.3} for k, p in enumerate(people)]  # mid-retraining
     fig = lopti_figures.people_figure(runs, mixed)
     labels = [t.get_text() for t in fig.axes[0].get_xticklabels()]
-    assert labels == ["2 people", "3 people", "all sizes (runs not evaluated by size)"]
+    assert labels == ["2 people", "3 people", "all sizes\n(runs not evaluated by size)"]
     assert [t.get_text() for t in fig.legends[0].get_texts()] == list(LOPTI_VARIANTS)  # every variant, once
     replay = lopti_figures.variant_explorer(runs)
     alphas, etas = {r.config.ar_alpha for r in runs}, {r.config.lopti_eta for r in runs}

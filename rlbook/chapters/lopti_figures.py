@@ -46,7 +46,7 @@ def people_figure(runs, results: list[dict], base: dict | None = None):
             labelled = True
     for j, n in enumerate(n for n in sizes if base and n in base):
         ax.hlines(base[n], j - 0.45, j + 0.45, colors="grey", linestyles="--", label="start" if j == 0 else None)
-    names = [f"{n} people" if n != "all" else "all sizes (runs not evaluated by size)" for n in sizes]
+    names = [f"{n} people" if n != "all" else "all sizes\n(runs not evaluated by size)" for n in sizes]
     ax.set(xticks=range(len(sizes)), xticklabels=names, xlabel="puzzle size",
            ylabel="greedy accuracy (fraction correct)",
            title="Knights and Knaves: accuracy by puzzle size (dots: seeds)")
