@@ -154,9 +154,9 @@ def prosperity_before_collapse(runs, metric: str = "eval_greedy_acc", window: in
             ax.plot(x, y, color=color, lw=2.5, label=f"{run_label(seeds[0], seed=False)} ({seeds_label})")
             i = int(np.nanargmax(y[1:])) + 1 if len(y) > 1 else 0
             ax.plot(x[i], y[i], "*", ms=16, color=color, markeredgecolor="black", zorder=5)
-            right = x[i] > (x[0] + x[-1]) / 2  # the label leans inwards, stacked above the best points
-            ax.annotate(f"best {y[i]:.2f} at {x[i]}", (x[i], y[i]), textcoords="offset points",
-                        xytext=(-8 if right else 8, 14 + 20 * k), ha="right" if right else "left", color=color,
+            right = x[i] > (x[0] + x[-1]) / 2  # the label leans inwards, one row per setting above the data
+            ax.annotate(f"best {y[i]:.2f} at {x[i]}", (x[i], y[i]), textcoords=("data", "axes fraction"),
+                        xytext=(x[i], 0.95 - 0.1 * k), ha="right" if right else "left", va="top", color=color,
                         fontweight="bold", zorder=6,
                         bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none", "alpha": 0.85},
                         arrowprops={"arrowstyle": "-", "color": color, "lw": 0.8})
