@@ -118,7 +118,7 @@ def test_the_denominator_test_reads_the_m2_met_against_areal_and_algorithm_1(tmp
     assert got.conclusion == m2po_variants.CONCLUSIONS[outcome]
     assert got.m2.moved.mean == pytest.approx(tested_m2 - 0.36)
     assert got.m2.apart.mean == pytest.approx(tested_m2 - 0.15)
-    assert got.score.mean == pytest.approx(0.0) and got.score_reading == "within 2 s.e. of AReaL's"
+    assert got.score.mean == pytest.approx(0.0) and got.score_reading == "within two standard errors of AReaL's"
 
 
 def test_the_denominator_test_is_undecided_where_the_noise_covers_both_sides(tmp_path):
@@ -141,5 +141,5 @@ def test_the_denominator_test_gives_every_text_the_chapter_quotes_with_or_withou
     present = m2po_variants.denominator_texts(m2po_variants.denominator_test(runs, runs, runs))
     absent = m2po_variants.denominator_texts(None)
     assert set(present) == set(absent) == names
-    assert present["m2_reading"] == "within 2 s.e. of AReaL's" and present["m2"].startswith("0 ± ")
+    assert present["m2_reading"] == "within two standard errors of AReaL's" and present["m2"].startswith("0 ± ")
     assert absent["m2_reading"] == m2po_variants.FEW_SEEDS and absent["score"] == "–"
