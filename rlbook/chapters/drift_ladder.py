@@ -167,6 +167,11 @@ def signatures(ladder: list[Rung]) -> list[Signature]:
 CLIP_OVER_MASK = 5
 
 
+def mask_and_on_policy_clip(g: Rung) -> tuple[stats.Estimate, stats.Estimate]:
+    """A rung's M2PO mask share at its staleness and on-policy GRPO's clip share, over seeds."""
+    return per_seed(g.m2po, lambda r: token_share(r, "mask_frac")), per_seed(g.on_policy, clip_share)
+
+
 def token_signatures(ladder: list[Rung]) -> list[Signature]:
     """Per rung (chapter 3): GRPO's clip at the staleness at least CLIP_OVER_MASK times M2PO's mask there, and
     M2PO's mask no more than on-policy GRPO's clip."""
@@ -178,8 +183,8 @@ def token_signatures(ladder: list[Rung]) -> list[Signature]:
             out.append(Signature(f"{where}: GRPO's clip vs M2PO's mask", paper, "fewer than 3 seeds in a cell",
                                  "no runs"))
             continue
-        clip, clip0 = per_seed(g.grpo, clip_share), per_seed(g.on_policy, clip_share)
-        mask = per_seed(g.m2po, lambda r: token_share(r, "mask_frac"))
+        clip = per_seed(g.grpo, clip_share)
+        mask, clip0 = mask_and_on_policy_clip(g)
         scaled = stats.Estimate(CLIP_OVER_MASK * mask.mean, CLIP_OVER_MASK * mask.se, mask.n)
         out += [Signature(f"{where}: GRPO clips at least {CLIP_OVER_MASK}x what M2PO masks", paper,
                           f"{100 * clip.mean:.2f}% vs {100 * mask.mean:.2f}% "
@@ -197,8 +202,7 @@ def mask_account(ladder: list[Rung]) -> str:
     done = [g for g in ladder if g.complete]  # fastest first
     if not done:
         return "cannot be read yet (no rung has 3 seeds in each cell)"
-    shares = [(per_seed(g.m2po, lambda r: token_share(r, "mask_frac")), per_seed(g.on_policy, clip_share))
-              for g in done]
+    shares = [mask_and_on_policy_clip(g) for g in done]
     held = [stats.verdict(clip0 - mask, +1) == stats.REPRODUCED for mask, clip0 in shares]
     (mask_fast, clip_fast), (mask_slow, clip_slow) = shares[0], shares[-1]
     numbers = (f"M2PO masks {100 * mask_fast.mean:.2f}% of tokens at the fastest rung and "
