@@ -5,7 +5,7 @@
 
 tests/test_ops.py holds the kernels to the reference through Triton's interpreter on the CPU, at a fixed tile width.
 On a GPU the kernels are compiled and their tile width autotuned (rlbook.ops.kernels), a path only a GPU runs. This
-script checks that path with the tests' tolerances: every fused objective on fp32 and bf16 logits, at Qwen3's
+script checks that path with the tests' tolerances (rlbook.ops.agreement): every fused objective on fp32 and bf16 logits, at Qwen3's
 vocabulary (V = 151,936) and at a small ragged one, with a sampling temperature, and with the gradient written into
 the logits' own buffer. Each case records the largest absolute difference of each quantity and whether all are within
 tolerance. Writes bench/results/ratio_op_agreement/ (with --cpu-smoke it prints its result instead).
@@ -24,28 +24,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from rlbook.objectives import needs_proximal  # noqa: E402
 from rlbook.ops import FUSED_OBJECTIVES, fused_policy_loss, reference_policy_loss  # noqa: E402
+from rlbook.ops.agreement import (GRAD_TOL, HIDDEN_TOL, STATS_TOL, TEMPERATURE_GRAD_TOL,  # noqa: E402
+                                  random_batch)
 
 QWEN3_VOCAB = 151_936
-STATS_TOL = dict(atol=2e-5, rtol=1e-5)  # the tolerances of tests/test_ops.py
-GRAD_TOL = {torch.float32: dict(atol=1e-7, rtol=1e-4), torch.bfloat16: dict(atol=1e-7, rtol=1.6e-2)}
-TEMPERATURE_GRAD_TOL = {torch.float32: GRAD_TOL[torch.float32], torch.bfloat16: dict(atol=1e-6, rtol=1.6e-2)}
-HIDDEN_TOL = dict(atol=1e-6, rtol=1e-4)  # a gradient carried back through a matmul
-
-
-def batch(n, v, dtype, device, seed=0):
-    """Logits, ids (the first 0, the last V-1), behavior and proximal log-probs near the current ones, advantages,
-    a mask with about a quarter of the tokens out."""
-    gen = torch.Generator(device).manual_seed(seed)
-    logits = (3 * torch.randn(n, v, device=device, generator=gen)).to(dtype)
-    ids = torch.randint(0, v, (n,), device=device, generator=gen)
-    ids[0], ids[-1] = 0, v - 1
-    logp = torch.log_softmax(logits.float(), -1).gather(1, ids[:, None])[:, 0]
-    behavior = logp + 0.4 * torch.randn(n, device=device, generator=gen)
-    proximal = logp + 0.2 * torch.randn(n, device=device, generator=gen)
-    advantages = torch.randn(n, device=device, generator=gen)
-    mask = (torch.rand(n, device=device, generator=gen) > 0.25).float()
-    mask[0] = 1.0
-    return logits, ids, behavior, advantages, mask, proximal
 
 
 def difference(got, want, tol) -> dict:
@@ -61,7 +43,7 @@ def difference(got, want, tol) -> dict:
 
 def loss_case(n, v, dtype, objective, device, backend, temperature=1.0, **params) -> dict:
     """Loss, per-token statistics and the logits' gradient of the fused op against the reference."""
-    logits, ids, behavior, advantages, mask, proximal = batch(n, v, dtype, device)
+    logits, ids, behavior, advantages, mask, proximal = random_batch(n, v, dtype, device)
     if needs_proximal(objective):
         params["prox_logp"] = proximal
     out = {}
@@ -78,7 +60,7 @@ def loss_case(n, v, dtype, objective, device, backend, temperature=1.0, **params
 
 def inplace_case(n, v, device, backend, hidden_size=64) -> dict:
     """The gradient written into the logits' buffer, carried back to the hidden states, against the reference."""
-    logits, ids, behavior, advantages, mask, _ = batch(n, v, torch.float32, device)
+    logits, ids, behavior, advantages, mask, _ = random_batch(n, v, torch.float32, device)
     gen = torch.Generator(device).manual_seed(1)
     head = torch.randn(hidden_size, v, device=device, generator=gen) / 10
     grads = []

@@ -1,9 +1,6 @@
 """The fused ratio op against the PyTorch reference: Triton kernels run on the CPU through the interpreter.
 
-Tolerances (float32 accumulators on both sides, so they differ only by summation order):
-  logp, entropy, loss: atol 2e-5, rtol 1e-5 (fp32 and bf16 inputs: both read the same bf16 values);
-  logits gradient: fp32 atol 1e-7, rtol 1e-4; bf16 output atol 1e-7, rtol 1.6e-2 (two bf16 ulps);
-  chunked (hidden gradient through a recomputed matmul): atol 1e-6, rtol 1e-4.
+The tolerances are the kernels' promise, rlbook.ops.agreement (bench/ratio_op_agreement.py checks it on a GPU).
 BLOCK = 256 makes V = 1000 span 4 tiles and V = 4099 span 17, both with a ragged last tile.
 """
 import os
@@ -16,31 +13,15 @@ from rlbook.ops import (FUSED_OBJECTIVES, chunked_policy_loss, chunked_token_log
                         reference_chunked_policy_loss, reference_policy_loss, reference_token_logprobs,
                         token_logprobs)
 
+from rlbook.ops.agreement import GRAD_TOL, HIDDEN_TOL, STATS_TOL, TEMPERATURE_GRAD_TOL, random_batch
+
 BLOCK = 256
-STATS_TOL = dict(atol=2e-5, rtol=1e-5)
-GRAD_TOL = {torch.float32: dict(atol=1e-7, rtol=1e-4), torch.bfloat16: dict(atol=1e-7, rtol=1.6e-2)}
-CHUNK_TOL = dict(atol=1e-6, rtol=1e-4)
 
 
 @pytest.fixture
 def triton():
     assert os.environ.get("TRITON_INTERPRET") == "1", "tests/conftest.py sets TRITON_INTERPRET=1"
     return pytest.importorskip("triton")
-
-
-def batch(n, v, dtype=torch.float32, seed=0):
-    """Logits, ids (first 0, last V-1), behavior/proximal log-probs near the current ones, advantages, mask."""
-    gen = torch.Generator().manual_seed(seed)
-    logits = (3 * torch.randn(n, v, generator=gen)).to(dtype)
-    ids = torch.randint(0, v, (n,), generator=gen)
-    ids[0], ids[-1] = 0, v - 1
-    logp, _ = reference_token_logprobs(logits, ids)
-    blogp = logp + 0.4 * torch.randn(n, generator=gen)
-    prox = logp + 0.2 * torch.randn(n, generator=gen)
-    adv = torch.randn(n, generator=gen)
-    mask = (torch.rand(n, generator=gen) > 0.25).float()
-    mask[0] = 1.0
-    return logits, ids, blogp.detach(), adv, mask, prox.detach()
 
 
 def objective_params(objective, prox):
@@ -57,7 +38,7 @@ def loss_and_grad(fn, logits, *args, **kwargs):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("n, v", [(1, 1000), (7, 4099), (33, 1000)])
 def test_token_logprobs_forward(triton, dtype, n, v):
-    logits, ids, *_ = batch(n, v, dtype)
+    logits, ids, *_ = random_batch(n, v, dtype)
     logp, entropy = token_logprobs(logits, ids, backend="triton", block_v=BLOCK)
     ref_logp, ref_entropy = reference_token_logprobs(logits, ids)
     assert logp.dtype == entropy.dtype == torch.float32 and logp.shape == (n,)
@@ -67,7 +48,7 @@ def test_token_logprobs_forward(triton, dtype, n, v):
 
 
 def test_single_token(triton):
-    logits, ids, blogp, adv, mask, _ = batch(1, 4099)
+    logits, ids, blogp, adv, mask, _ = random_batch(1, 4099)
     loss, _, grad = loss_and_grad(fused_policy_loss, logits, ids, blogp, adv, mask, "grpo", backend="triton",
                                   inplace_grad=False, block_v=BLOCK)
     ref_loss, _, ref_grad = loss_and_grad(reference_policy_loss, logits, ids, blogp, adv, mask, "grpo")
@@ -76,7 +57,7 @@ def test_single_token(triton):
 
 
 def test_default_tile(triton):
-    logits, ids, *_ = batch(5, 4099)  # the default 4096 tile plus a 3-wide last tile
+    logits, ids, *_ = random_batch(5, 4099)  # the default 4096 tile plus a 3-wide last tile
     torch.testing.assert_close(token_logprobs(logits, ids, backend="triton"), reference_token_logprobs(logits, ids),
                                **STATS_TOL)
 
@@ -106,7 +87,7 @@ def test_extreme_logits(triton, dtype):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_fused_loss_and_grad(triton, objective, extra, dtype):
     """Every fused objective: 24 tokens, some masked, some clipped (m2po: some dropped)."""
-    logits, ids, blogp, adv, mask, prox = batch(24, 1000, dtype)
+    logits, ids, blogp, adv, mask, prox = random_batch(24, 1000, dtype)
     args = (ids, blogp, adv, mask, objective)
     params = {**objective_params(objective, prox), **extra}
     loss, tokens, grad = loss_and_grad(fused_policy_loss, logits, *args, backend="triton", inplace_grad=False,
@@ -122,7 +103,7 @@ def test_fused_loss_and_grad(triton, objective, extra, dtype):
 
 
 def test_inplace_grad_overwrites_logits(triton):
-    logits, ids, blogp, adv, mask, _ = batch(9, 1000)
+    logits, ids, blogp, adv, mask, _ = random_batch(9, 1000)
     gen = torch.Generator().manual_seed(2)
     hidden, head = torch.randn(9, 16, generator=gen).requires_grad_(), torch.randn(16, 1000, generator=gen) / 10
     ref_out = hidden @ head + logits
@@ -133,12 +114,12 @@ def test_inplace_grad_overwrites_logits(triton):
     loss, _ = fused_policy_loss(out, ids, blogp, adv, mask, "grpo", backend="triton", block_v=BLOCK,
                                 inplace_grad=True)
     grad, = torch.autograd.grad(loss, hidden)
-    torch.testing.assert_close(grad, hidden.grad, **CHUNK_TOL)
+    torch.testing.assert_close(grad, hidden.grad, **HIDDEN_TOL)
     torch.testing.assert_close(out, ref_out.grad, **GRAD_TOL[torch.float32])  # the buffer now holds the gradient
 
 
 def test_inplace_grad_refused_when_logits_are_saved(triton):
-    logits, ids, blogp, adv, mask, _ = batch(4, 1000)
+    logits, ids, blogp, adv, mask, _ = random_batch(4, 1000)
     leaf = logits.clone().requires_grad_()
     capped = torch.tanh(leaf)  # tanh saves its output for its backward: overwriting it must fail loudly
     loss, _ = fused_policy_loss(capped, ids, blogp, adv, mask, "grpo", backend="triton", block_v=BLOCK,
@@ -149,7 +130,7 @@ def test_inplace_grad_refused_when_logits_are_saved(triton):
 
 def test_independent_formulas():
     """The [1, N] plumbing: grpo and m2po written out by hand, on the torch backend."""
-    logits, ids, blogp, adv, mask, _ = batch(40, 300)
+    logits, ids, blogp, adv, mask, _ = random_batch(40, 300)
     logp, _ = reference_token_logprobs(logits, ids)
     r = torch.exp(logp - blogp)
     term = torch.minimum(r * adv, r.clamp(0.8, 1.2) * adv)
@@ -167,7 +148,7 @@ def test_chunked_matches_reference(backend, objective):
     if backend == "triton":
         pytest.importorskip("triton")
     gen = torch.Generator().manual_seed(1)
-    _, ids, blogp, adv, mask, prox = batch(13, 1000)
+    _, ids, blogp, adv, mask, prox = random_batch(13, 1000)
     hidden, weight = torch.randn(13, 32, generator=gen), torch.randn(1000, 32, generator=gen) / 2
     args = (weight, ids, blogp, adv, mask, objective)
     params = objective_params(objective, prox)
@@ -175,7 +156,7 @@ def test_chunked_matches_reference(backend, objective):
                                        block_v=BLOCK, **params)
     ref_loss, ref_tokens, ref_grad = loss_and_grad(reference_chunked_policy_loss, hidden, *args, **params)
     torch.testing.assert_close(loss, ref_loss, **STATS_TOL)
-    torch.testing.assert_close(grad, ref_grad, **CHUNK_TOL)
+    torch.testing.assert_close(grad, ref_grad, **HIDDEN_TOL)
     for key, value in ref_tokens.items():
         torch.testing.assert_close(tokens[key], value, **STATS_TOL)
     logp, entropy = chunked_token_logprobs(hidden, weight, ids, chunk_size=4, backend=backend, block_v=BLOCK)
@@ -183,7 +164,7 @@ def test_chunked_matches_reference(backend, objective):
 
 
 def test_errors():
-    logits, ids, blogp, adv, mask, _ = batch(4, 50)
+    logits, ids, blogp, adv, mask, _ = random_batch(4, 50)
     with pytest.raises(ValueError, match="not fused"):
         fused_policy_loss(logits, ids, blogp, adv, mask, "gspo")
     with pytest.raises(ValueError, match="backend"):
@@ -193,14 +174,14 @@ def test_errors():
 
 
 def test_triton_on_cpu_needs_the_interpreter(triton, monkeypatch):
-    logits, ids, *_ = batch(4, 50)
+    logits, ids, *_ = random_batch(4, 50)
     monkeypatch.setenv("TRITON_INTERPRET", "0")
     with pytest.raises(RuntimeError, match="TRITON_INTERPRET"):
         token_logprobs(logits, ids, backend="triton")
 
 
 def test_auto_on_cpu_is_the_reference():
-    logits, ids, *_ = batch(6, 100)
+    logits, ids, *_ = random_batch(6, 100)
     got = token_logprobs(logits, ids)  # backend="auto": CPU tensors take the PyTorch reference
     assert all(torch.equal(a, b) for a, b in zip(got, reference_token_logprobs(logits, ids)))
 
@@ -208,7 +189,7 @@ def test_auto_on_cpu_is_the_reference():
 # ---- safe defaults (issue 10 item 5), the temperature inside the op, rows without a gradient, edge cases ----
 
 def test_default_gradient_leaves_the_logits_alone(triton):
-    logits, ids, blogp, adv, mask, _ = batch(6, 1000)
+    logits, ids, blogp, adv, mask, _ = random_batch(6, 1000)
     out = logits.clone().requires_grad_() * 1.0  # a non-leaf the caller still reads after the backward
     before = out.detach().clone()
     fused_policy_loss(out, ids, blogp, adv, mask, "grpo", backend="triton", block_v=BLOCK)[0].backward()
@@ -216,7 +197,7 @@ def test_default_gradient_leaves_the_logits_alone(triton):
 
 
 def test_inplace_grad_refuses_a_leaf(triton):
-    logits, ids, blogp, adv, mask, _ = batch(4, 1000)
+    logits, ids, blogp, adv, mask, _ = random_batch(4, 1000)
     with pytest.raises(ValueError, match="leaf"):
         fused_policy_loss(logits.clone().requires_grad_(), ids, blogp, adv, mask, "grpo", backend="triton",
                           inplace_grad=True)
@@ -225,7 +206,7 @@ def test_inplace_grad_refuses_a_leaf(triton):
 @pytest.mark.parametrize("bad", [-100, 1000])
 @pytest.mark.parametrize("backend", ["torch", "triton"])
 def test_ids_out_of_range_raise(triton, bad, backend):
-    logits, ids, *_ = batch(4, 1000)
+    logits, ids, *_ = random_batch(4, 1000)
     ids[2] = bad
     for call in (lambda: token_logprobs(logits, ids, backend=backend), lambda: reference_token_logprobs(logits, ids),
                  lambda: chunked_token_logprobs(torch.randn(4, 8), torch.randn(1000, 8), ids, backend=backend)):
@@ -235,7 +216,7 @@ def test_ids_out_of_range_raise(triton, bad, backend):
 
 @pytest.mark.parametrize("backend", ["torch", "triton"])
 def test_minus_inf_logits_give_finite_entropy(triton, backend):
-    logits, ids, *_ = batch(3, 1000)
+    logits, ids, *_ = random_batch(3, 1000)
     logits[:, 500:] = float("-inf")
     ids = ids % 500
     logp, entropy = token_logprobs(logits, ids, backend=backend, block_v=BLOCK)
@@ -248,7 +229,7 @@ def test_minus_inf_logits_give_finite_entropy(triton, backend):
 @pytest.mark.parametrize("n, v", [(1, 1000), (9, 4099)])
 def test_temperature_inside_the_op(triton, dtype, n, v):
     """logits / T is never made: the kernels scale as they read; values and gradients match the reference on x / T."""
-    logits, ids, blogp, adv, mask, _ = batch(n, v, torch.float32)
+    logits, ids, blogp, adv, mask, _ = random_batch(n, v, torch.float32)
     logits = logits.to(dtype)
     args = (ids, blogp, adv, mask, "grpo")
     loss, tokens, grad = loss_and_grad(fused_policy_loss, logits, *args, temperature=0.7, backend="triton",
@@ -256,14 +237,13 @@ def test_temperature_inside_the_op(triton, dtype, n, v):
     ref_loss, ref_tokens, ref_grad = loss_and_grad(reference_policy_loss, logits, *args, temperature=0.7)
     torch.testing.assert_close(loss, ref_loss, **STATS_TOL)
     torch.testing.assert_close(tokens["entropy"], ref_tokens["entropy"], **STATS_TOL)
-    tol = GRAD_TOL[torch.float32] if dtype == torch.float32 else dict(atol=1e-6, rtol=1.6e-2)
-    torch.testing.assert_close(grad.float(), ref_grad.float(), **tol)
+    torch.testing.assert_close(grad.float(), ref_grad.float(), **TEMPERATURE_GRAD_TOL[dtype])
 
 
 def test_strided_views_and_masked_rows(triton):
     """A strided [N, V] view (every other row of a wider buffer, a column window) and rows with a zero gradient:
     those rows are written as zeros (the kernel does not read them)."""
-    wide, ids, blogp, adv, mask, _ = batch(14, 1200)
+    wide, ids, blogp, adv, mask, _ = random_batch(14, 1200)
     view = wide[::2, 100:1100]  # non-contiguous rows, unit last stride
     ids, blogp, adv, mask = ids[::2] % 1000, blogp[::2], adv[::2].clone(), mask[::2].clone()
     mask[1], adv[3] = 0.0, 0.0
@@ -279,7 +259,7 @@ def test_strided_views_and_masked_rows(triton):
 def test_chunked_skips_rows_without_gradient(triton, backend, monkeypatch):
     """Rows whose coefficient is 0 never reach the backward's matmul: their hidden gradient is exactly 0."""
     gen = torch.Generator().manual_seed(3)
-    _, ids, blogp, adv, mask, _ = batch(10, 1000)
+    _, ids, blogp, adv, mask, _ = random_batch(10, 1000)
     adv[:5] = 0.0
     hidden, weight = torch.randn(10, 16, generator=gen), torch.randn(1000, 16, generator=gen) / 2
     seen = []
@@ -292,6 +272,6 @@ def test_chunked_skips_rows_without_gradient(triton, backend, monkeypatch):
                                   backend=backend, block_v=BLOCK, temperature=0.5)
     ref_loss, _, ref_grad = loss_and_grad(reference_chunked_policy_loss, hidden, weight, ids, blogp, adv, mask,
                                           "grpo", temperature=0.5)
-    torch.testing.assert_close(grad, ref_grad, **CHUNK_TOL)
+    torch.testing.assert_close(grad, ref_grad, **HIDDEN_TOL)
     live = int(((adv != 0) & (mask != 0)).sum())  # at most these (a clipped token has no gradient either)
     assert 0 < sum(seen) <= live < 10 and (grad[:5] == 0).all()
