@@ -5,9 +5,9 @@
 
 tests/test_ops.py holds the kernels to the reference through Triton's interpreter on the CPU, at a fixed tile width.
 On a GPU the kernels are compiled and their tile width autotuned (rlbook.ops.kernels), a path only a GPU runs. This
-script checks that path with the tests' tolerances (rlbook.ops.agreement): every fused objective on fp32 and bf16 logits, at Qwen3's
-vocabulary (V = 151,936) and at a small ragged one, with a sampling temperature, and with the gradient written into
-the logits' own buffer. Each case records the largest absolute difference of each quantity and whether all are within
+script checks that path with the tests' tolerances (rlbook.ops.agreement): every fused objective on fp32 and bf16
+logits, at Qwen3's vocabulary (V = 151,936) and at a small ragged one, with a sampling temperature, and with the
+gradient written into the logits' own buffer. Each case records the largest absolute difference of each quantity and whether all are within
 tolerance. Writes bench/results/ratio_op_agreement/ (with --cpu-smoke it prints its result instead).
 """
 from __future__ import annotations

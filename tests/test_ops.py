@@ -12,7 +12,6 @@ from rlbook.objectives import m2po_keep_mask, needs_proximal
 from rlbook.ops import (FUSED_OBJECTIVES, chunked_policy_loss, chunked_token_logprobs, fused_policy_loss,
                         reference_chunked_policy_loss, reference_policy_loss, reference_token_logprobs,
                         token_logprobs)
-
 from rlbook.ops.agreement import GRAD_TOL, HIDDEN_TOL, STATS_TOL, TEMPERATURE_GRAD_TOL, random_batch
 
 BLOCK = 256

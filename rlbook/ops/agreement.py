@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import torch
 
+from .reference import reference_token_logprobs
+
 STATS_TOL = dict(atol=2e-5, rtol=1e-5)
 GRAD_TOL = {torch.float32: dict(atol=1e-7, rtol=1e-4), torch.bfloat16: dict(atol=1e-7, rtol=1.6e-2)}
 TEMPERATURE_GRAD_TOL = {torch.float32: GRAD_TOL[torch.float32], torch.bfloat16: dict(atol=1e-6, rtol=1.6e-2),
@@ -25,7 +27,7 @@ def random_batch(n: int, v: int, dtype=torch.float32, device="cpu", seed: int = 
     logits = (3 * torch.randn(n, v, device=device, generator=gen)).to(dtype)
     ids = torch.randint(0, v, (n,), device=device, generator=gen)
     ids[0], ids[-1] = 0, v - 1
-    logp = torch.log_softmax(logits.float(), -1).gather(1, ids[:, None])[:, 0]
+    logp, _ = reference_token_logprobs(logits, ids)
     behavior = logp + 0.4 * torch.randn(n, device=device, generator=gen)
     proximal = logp + 0.2 * torch.randn(n, device=device, generator=gen)
     advantages = torch.randn(n, device=device, generator=gen)
