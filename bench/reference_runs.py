@@ -2,6 +2,7 @@
 
     python bench/reference_runs.py --part 0/2 &   python bench/reference_runs.py --part 1/2 &
     python bench/reference_runs.py --list          # the queue, with what is stored and current
+    python bench/reference_runs.py --sweep fixed_rate,fixed_rate_bf16 --part 0/2 &   # these sweeps alone, in order
 
 The queue is QUEUE's sweeps in order (cpu profile); process i of n takes every n-th run, so two processes work down
 the same priorities side by side. A run already stored under this code's training version is skipped; an
@@ -52,10 +53,10 @@ def _rung_configs(rungs: tuple, profile: str) -> list:
                                                 key=lambda c: (c.staleness > 0, RUNG_ORDER.index(c.objective)))]
 
 
-def queue(profile: str = "cpu") -> list:
-    """Every reference config once, in QUEUE's order."""
+def queue(profile: str = "cpu", entries: tuple = QUEUE) -> list:
+    """Every reference config of `entries` (default QUEUE) once, in their order."""
     seen, ordered = set(), []
-    for entry in QUEUE:
+    for entry in entries:
         name, configs = (entry, sweep(entry, profile)) if isinstance(entry, str) else \
             (entry[0], _rung_configs(entry[1], profile))
         for config in configs:
@@ -95,9 +96,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--part", default="0/1", help="i/n: this process takes every n-th run, starting at i")
     parser.add_argument("--list", action="store_true", help="print the queue and what is stored, train nothing")
+    parser.add_argument("--sweep", help="comma-separated sweeps (rlbook.experiments.SWEEPS) to train in this order, not QUEUE")
     args = parser.parse_args()
     store = RunStore(reference_root())
-    todo = queue()
+    todo = queue(entries=tuple(args.sweep.split(",")) if args.sweep else QUEUE)
     if args.list:
         for i, (name, config) in enumerate(todo):
             run = store.find(config)

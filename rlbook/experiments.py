@@ -368,3 +368,50 @@ def sweep(name: str, profile: str = "auto") -> list[RunConfig]:
     if name not in SWEEPS:
         raise ValueError(f"unknown sweep {name!r}; choose one of: {', '.join(SWEEPS)}")
     return SWEEPS[name](profile)
+
+
+# Chapter 3 at one fixed learning rate (issue 40): the drift ladder holds lr x lag constant, so every rung's stale
+# batches drift above tau; here the rate is the ladder's quarter rung (cpu: 1.25e-4, 1600 updates), where on-policy
+# GRPO clips about the paper's 0.07% of tokens, and the staleness walks up from s = 4. GRPO and M2PO at each s, 5
+# seeds (10 at s = 8, the predicted cell, its last five trained last); the s = 0 and s = 192 cells are the ladder's
+# stored runs (same identity). Order is priority: the cheapest pilot (seed 0, s = 8) first.
+FIXED_RATE_LR_FACTOR = 0.25
+FIXED_RATE_STALENESS = (8, 32, 4, 16)  # in training order; the ladder supplies s = 0 and s = 192
+FIXED_RATE_OBJECTIVES = ("grpo", "m2po")
+FIXED_RATE_EXTRA_SEEDS = {8: [5, 6, 7, 8, 9]}  # s = 8 decides the prediction: 10 seeds (cpu profile)
+# The bfloat16-rollout arm (the paper's inference/training mismatch): on-policy GRPO, and GRPO and M2PO at s = 8, with
+# rollouts in bfloat16 and, as its control, in float32, all on the reference engine (the fast engine's lean sampler
+# is its own float32 rollout engine), so that the two precisions differ in nothing else.
+FIXED_RATE_BF16_CELLS = (("grpo", 0), ("grpo", 8), ("m2po", 8))
+
+
+def fixed_rate_run(profile: str, objective: str, staleness: int, seed: int, **changes) -> RunConfig:
+    """One run of the fixed-rate sweep (lr = FIXED_RATE_LR_FACTOR x the profile's, the ladder's quarter rung)."""
+    profile = resolve_profile(profile)
+    lr = FIXED_RATE_LR_FACTOR * BASE[profile]["lr"]
+    budget = {**BASE[profile], **STALE_BUDGET.get(profile, {})}["total_updates"]
+    updates = budget * LADDER["cpu"][FIXED_RATE_LR_FACTOR]
+    tag = "" if changes.get("rollout_dtype", "float32") == "float32" else "-bf16"
+    tag += "-ref" if changes.get("engine") == "reference" else ""
+    return stale_run(profile, objective, staleness, seed, lr=lr, total_updates=updates, experiment="03_fixed_rate",
+                     name=f"{objective}-s{staleness}-lr{lr:.3g}{tag}-{profile}-seed{seed}", **changes)
+
+
+def fixed_rate_sweep(profile: str = "auto") -> list[RunConfig]:
+    """Chapter 3: GRPO and M2PO at s in FIXED_RATE_STALENESS at one learning rate, in priority order
+    (03_fixed_rate). The ladder's on-policy and s = 192 runs at this rate complete the axis."""
+    profile = resolve_profile(profile)
+    seeds = DECISIVE_SEEDS[profile]
+    extra = FIXED_RATE_EXTRA_SEEDS if profile == "cpu" else {}
+    cells = [(8, seeds[:1]), (8, seeds[1:])] + [(s, seeds) for s in FIXED_RATE_STALENESS[1:]] + list(extra.items())
+    return [fixed_rate_run(profile, o, s, seed) for s, group in cells for seed in group for o in FIXED_RATE_OBJECTIVES]
+
+
+def fixed_rate_bf16_sweep(profile: str = "auto") -> list[RunConfig]:
+    """Chapter 3: FIXED_RATE_BF16_CELLS with bfloat16 and float32 rollouts on the reference engine, seed by seed."""
+    profile = resolve_profile(profile)
+    return [fixed_rate_run(profile, o, s, seed, rollout_dtype=dtype, engine="reference")
+            for seed in DECISIVE_SEEDS[profile] for o, s in FIXED_RATE_BF16_CELLS for dtype in ("bfloat16", "float32")]
+
+
+SWEEPS.update(fixed_rate=fixed_rate_sweep, fixed_rate_bf16=fixed_rate_bf16_sweep)
