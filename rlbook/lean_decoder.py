@@ -11,7 +11,10 @@ ids, attention mask, position ids, KV cache -> last logits and the cache). Two k
       so sampling under grad mode records the graph of each sampled token's log-prob, and the update backpropagates
       through it instead of running a training forward.
 
-tests/test_lean_decoder.py holds both to the model's logits and gradients.
+A bfloat16 model (LARGE_HIDDEN width and up) with a float32 adapter is computed as peft computes it: LoRA projections
+bit for bit (the LoRA term in float32), merged ones as peft's own merge (W + s B A rounded once to bfloat16; at
+Qwen3-1.7B's width that moves the logits by up to about 0.05, bfloat16's own rounding). tests/test_lean_decoder.py
+holds both to the model's logits and gradients.
 """
 from __future__ import annotations
 
@@ -25,10 +28,11 @@ MERGED_TOLERANCE = 1e-4  # largest |logit difference| from the model's own forwa
 
 
 def merged_weight(linear: torch.nn.Module) -> torch.Tensor:
-    """W + (alpha / r) B A of a peft LoRA linear layer (W of a plain one)."""
+    """W + (alpha / r) B A of a peft LoRA linear layer (W of a plain one), in W's dtype: a bfloat16 model's float32
+    LoRA update is added in float32 and the sum rounded once to bfloat16, as peft's own merge does."""
     weight = getattr(linear, "base_layer", linear).weight
     if hasattr(linear, "base_layer"):
-        weight = weight + sum(linear.get_delta_weight(name) for name in linear.active_adapters)
+        weight = (weight + sum(linear.get_delta_weight(name) for name in linear.active_adapters)).to(weight.dtype)
     return weight.detach()
 
 
@@ -62,7 +66,8 @@ def merged_projection(linears: list) -> Callable:
 def lora_projection(linears: list) -> Callable:
     """x -> [W_i x + s B_i A_i x]_i of peft LoRA layers sharing their input (LoRA, arXiv 2106.09685, eq. 3) in three
     matrix products: the frozen W_i stacked, the model's own A_i stacked and B_i block-diagonal (built here, once
-    per refresh, in the graph: every sampling step's gradient reaches the factors through them)."""
+    per refresh, in the graph: every sampling step's gradient reaches the factors through them). As peft computes
+    it: the LoRA term in the factors' dtype (float32 on a bfloat16 model), added to W x, the sum in x's dtype."""
     adapters = [linear.active_adapters for linear in linears]
     if any(len(names) != 1 for names in adapters) or not all(hasattr(linear, "base_layer") for linear in linears):
         raise ValueError("the graph engine needs LoRA layers with one active adapter (finetune='lora')")
@@ -71,7 +76,8 @@ def lora_projection(linears: list) -> Callable:
     down = torch.cat([linear.lora_A[name].weight for linear in linears])
     up = torch.block_diag(*[linear.lora_B[name].weight for linear in linears])
     scaling = linears[0].scaling[name]
-    return lambda x: torch.add(F.linear(x, weight), F.linear(F.linear(x, down), up), alpha=scaling)
+    return lambda x: torch.add(F.linear(x, weight), F.linear(F.linear(x.to(down.dtype), down), up),
+                               alpha=scaling).to(x.dtype)
 
 
 class LeanDecoder(torch.nn.Module):
@@ -111,8 +117,10 @@ class LeanDecoder(torch.nn.Module):
         self.anchor = torch.nn.Parameter(self.embed.new_zeros(0), requires_grad=False)  # device for `sample`
         return self
 
-    def rms(self, x: torch.Tensor, weight: torch.Tensor | None) -> torch.Tensor:
-        return F.rms_norm(x, x.shape[-1:], weight, self.eps)
+    def rms(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        """Qwen3's RMSNorm: normalised in x's dtype, then times the weight (in bfloat16 that rounds twice, as the
+        model does; F.rms_norm with the weight inside rounds once)."""
+        return F.rms_norm(x, x.shape[-1:], None, self.eps) * weight
 
     def rotate(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         half = x.shape[-1] // 2
@@ -122,7 +130,7 @@ class LeanDecoder(torch.nn.Module):
         """Attention of Qwen3: q and k (adjacent in the fused projection) normed per head and rotated together."""
         b, t, _ = x.shape
         qk, v = layer.qkv(x).view(b, t, -1, self.head_dim).split([self.heads + self.kv_heads, self.kv_heads], 2)
-        qk = self.rotate((self.rms(qk, None) * layer.qk_norm).transpose(1, 2), cos, sin)
+        qk = self.rotate(self.rms(qk, layer.qk_norm).transpose(1, 2), cos, sin)
         q, k = qk.split([self.heads, self.kv_heads], 1)
         k, v = cache.update(index, k, v.transpose(1, 2))
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=self.heads != self.kv_heads)

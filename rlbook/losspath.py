@@ -9,13 +9,19 @@ Four paths to the log-probs (`loss_path`, from RunConfig.fused_ratio and the run
   shared (engines fast and static): the reference path with each distinct prompt run once (a GRPO mini-batch holds every
       prompt group_size times): its KV cache is copied to its rows and the responses run on top of it. The same
       log-probs and gradients up to floating-point order (PREFIX_SHARING_TOLERANCE), about half the training FLOPs.
+      Under gradient checkpointing (models of LARGE_HIDDEN width) the prompt pass keeps its activations and the
+      response pass is checkpointed, reading the prompts' cache without extending it (PromptCache).
   fused (on; auto on a GPU): the lm_head runs on the hidden states of the response tokens only ([N, H] -> [N, V],
       padding never reaches it), then the Triton op with T inside it and the gradient written into the logits.
   chunked: the same hidden states through `ops.chunked_token_logprobs`: at most CHUNK_TOKENS x V logits exist.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import torch
+from transformers import DynamicCache
+from transformers.modeling_layers import GradientCheckpointingLayer
 
 from .decoding import distinct, positions
 from .dpo import online_dpo_loss
@@ -65,6 +71,38 @@ def token_logprobs(model, batch: Rollout, temperature: float) -> tuple[torch.Ten
     return logp.view(logits.shape[:2]), entropy.view(logits.shape[:2])
 
 
+class PromptCache(DynamicCache):
+    """The prompts' keys and values: written by the prompt pass, then read by the response pass without being
+    extended (a layer gets its prompt's keys and values followed by its own), so a checkpointed layer that runs again
+    in the backward reads the same cache."""
+
+    read_only = False
+
+    def update(self, key_states, value_states, layer_idx, *args, **kwargs):
+        if not self.read_only:
+            return super().update(key_states, value_states, layer_idx, *args, **kwargs)
+        layer = self.layers[layer_idx]
+        return torch.cat([layer.keys, key_states], -2), torch.cat([layer.values, value_states], -2)
+
+
+@contextmanager
+def checkpointed_layers(model, **flags):
+    """These attributes on the model's checkpointed layers for a block: gradient_checkpointing=False runs them plainly
+    (a checkpointed layer drops its cache), _can_checkpoint_with_cache=True lets them read a cache that nothing writes
+    (transformers' flag for such layers). A model without gradient checkpointing is left as it is."""
+    layers = [m for m in model.modules() if isinstance(m, GradientCheckpointingLayer) and m.gradient_checkpointing]
+    saved = [{name: getattr(layer, name) for name in flags} for layer in layers]
+    for layer in layers:
+        for name, value in flags.items():
+            setattr(layer, name, value)
+    try:
+        yield
+    finally:
+        for layer, values in zip(layers, saved):
+            for name, value in values.items():
+                setattr(layer, name, value)
+
+
 def shared_prompt_logprobs(model, batch: Rollout, temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
     """(logp, entropy) [B, C] as token_logprobs, each distinct prompt run once and its KV cache copied to its rows
     (the copy is an index_select: the rows' gradients add up in the shared prompt)."""
@@ -72,12 +110,17 @@ def shared_prompt_logprobs(model, batch: Rollout, temperature: float) -> tuple[t
     rows, inverse = distinct([tuple(r) for r in batch.prompt_ids.tolist()])
     prompt_ids, prompt_mask = batch.prompt_ids.to(device), batch.prompt_mask.to(device)
     ids, mask, inverse = prompt_ids[rows], prompt_mask[rows], inverse.to(device)
-    prompt = model(input_ids=ids, attention_mask=mask, position_ids=positions(mask), use_cache=True)
-    prompt.past_key_values.reorder_cache(inverse)
+    cache = PromptCache(config=model.config)
+    with checkpointed_layers(model, gradient_checkpointing=False):  # the layers fill the cache they are given
+        prompt = model(input_ids=ids, attention_mask=mask, position_ids=positions(mask), past_key_values=cache,
+                       use_cache=False, logits_to_keep=1)
+    cache.reorder_cache(inverse)
+    cache.read_only = True
     attention = torch.cat([prompt_mask, batch.response_mask.to(device).long()], 1)
-    response = model(input_ids=batch.response_ids.to(device), attention_mask=attention,
-                     position_ids=positions(attention)[:, prompt_ids.shape[1]:],
-                     past_key_values=prompt.past_key_values, use_cache=False)
+    with checkpointed_layers(model, _can_checkpoint_with_cache=True):
+        response = model(input_ids=batch.response_ids.to(device), attention_mask=attention,
+                         position_ids=positions(attention)[:, prompt_ids.shape[1]:], past_key_values=cache,
+                         use_cache=False)
     logits = torch.cat([prompt.logits[:, -1:][inverse], response.logits[:, :-1]], 1) / max(temperature, 1e-6)
     logp, entropy = reference_token_logprobs(logits.flatten(0, 1), batch.response_ids.flatten().to(device))
     return logp.view(logits.shape[:2]), entropy.view(logits.shape[:2])

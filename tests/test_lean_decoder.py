@@ -17,6 +17,7 @@ from rlbook.decoding import positions
 from rlbook.rollout import rollout, sample
 from rlbook.runs import RunStore
 from rlbook.tasks import make_task
+from rlbook.tokenizer import char_tokenizer
 from shaped import ShapedTask
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -140,3 +141,31 @@ def test_the_graph_engine_needs_an_on_policy_single_update_config():
             RunConfig(engine="graph", **wrong)
     with pytest.raises(ValueError, match="engine='graph'.*dense model"):
         RunConfig(engine="graph", preset="nano-moe")
+
+
+def bfloat16_policy():
+    """One layer at Qwen3-1.7B's width, in bfloat16 (models.checkpoint_dtype), with a float32 LoRA adapter (peft's
+    default), as a 1.7B run holds it."""
+    model, tokenizer = build_model("qwen3-1.7b-random", num_hidden_layers=1, vocab_size=len(char_tokenizer()))
+    model = add_lora(model)
+    for name, p in model.named_parameters():
+        if "lora_B" in name:
+            torch.nn.init.normal_(p, std=0.02)
+    assert model.get_base_model().lm_head.weight.dtype == torch.bfloat16 and all(
+        p.dtype == torch.float32 for p in model.parameters() if p.requires_grad)
+    return model.eval(), tokenizer
+
+
+@torch.no_grad()
+def test_a_bfloat16_model_with_a_float32_adapter_is_sampled_as_peft_computes_it():
+    """LoRA projections: peft's own forward, bit for bit. Merged: peft's own merge (W + s B A in float32, rounded
+    once to bfloat16), so the lean copy computes what `merge_and_unload` would."""
+    model, tokenizer = bfloat16_policy()
+    enc = tokenizer(prompts(4, 1, 3), return_tensors="pt", padding=True, add_special_tokens=False)
+    call = dict(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"],
+                position_ids=positions(enc["attention_mask"]))
+    peft_logits = model(**call).logits[:, -1:]
+    assert torch.equal(LeanDecoder(model, merged=False)(**call).logits, peft_logits)
+    merged = LeanDecoder(model, merged=True)(**call).logits
+    assert merged.dtype == torch.bfloat16 and (merged - peft_logits).abs().max() > 0  # rounded otherwise
+    assert torch.equal(merged, model.merge_and_unload()(**call).logits[:, -1:])
