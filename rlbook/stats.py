@@ -99,3 +99,70 @@ def matches(effect: Estimate, bound: float) -> str:
     if abs(effect.mean) - 2 * effect.se > bound:
         return NOT_REPRODUCED
     return WITHIN_NOISE
+
+
+# Prosperity and collapse as the M2PO paper shows them (Figs. 1-2: without a trust region a stale run first learns as
+# fast as, or faster than, the trust-region objectives at the same staleness, then falls far below its own high).
+PROSPERITY_MARGIN = 0.03  # "at least as fast": not slower than the trust region by more than what counts as a match
+COLLAPSE_FALL = 0.08  # "collapse": the final score at least this far below the run's own smoothed peak
+WINDOW = 3  # a smoothed accuracy: the mean of 3 consecutive evaluations
+
+
+def window_means(run, metric: str = "eval_greedy_acc", window: int = WINDOW, until: float | None = None) -> list[float]:
+    """The mean of every `window` consecutive evaluations, in order; with `until`, only the evaluations at updates up
+    to that fraction of the last evaluated update."""
+    updates, values = evaluations(run, metric)
+    if until is not None and updates:
+        values = [v for u, v in zip(updates, values) if u <= until * updates[-1]]
+    if not values:
+        raise ValueError(f"{run.path}: no {metric} evaluations recorded")
+    return [sum(values[i:i + window]) / len(values[i:i + window]) for i in range(max(len(values) - window + 1, 1))]
+
+
+def smoothed_peak(run, metric: str = "eval_greedy_acc", window: int = WINDOW) -> float:
+    """The best mean of `window` consecutive evaluations (less biased upward than the best single evaluation)."""
+    return max(window_means(run, metric, window))
+
+
+def early_best(run, metric: str = "eval_greedy_acc", window: int = WINDOW) -> float:
+    """How fast a run learns early on: its best `window`-evaluation mean in the first half of its updates."""
+    return max(window_means(run, metric, window, until=0.5))
+
+
+def fall_from_peak(run, metric: str = "eval_greedy_acc") -> float:
+    """How far a run ends below its own high: smoothed peak minus final score (0 for a run that ends at its best)."""
+    return smoothed_peak(run, metric) - score(run, metric)
+
+
+@dataclass(frozen=True)
+class Judged:
+    """A verdict with the estimate it rests on and, in words, what was compared."""
+    verdict: str
+    effect: Estimate
+    observed: str
+
+
+def prosperity(free, trust: dict[str, list], metric: str = "eval_greedy_acc") -> Judged:
+    """No trust region (runs `free`) learns at least as fast early on as the trust region: its seed-mean early_best
+    minus that of the faster trust-region objective (`trust`: name -> runs at the same staleness), reproduced when it
+    exceeds -PROSPERITY_MARGIN by 2 standard errors, not reproduced when it falls short of it by 2."""
+    cells = {name: estimate([early_best(r, metric) for r in runs]) for name, runs in trust.items() if runs}
+    if not free or not cells:
+        raise ValueError("prosperity compares no trust region with a trust region at the same staleness: "
+                         f"got {len(free)} runs without and trust-region cells {sorted(cells)}")
+    fastest = max(cells, key=lambda name: cells[name].mean)
+    effect = estimate([early_best(r, metric) for r in free]) - cells[fastest]
+    observed = (f"best {WINDOW}-evaluation mean in the first half, no trust region minus {fastest} (the faster "
+                f"trust region): {effect} (at least as fast: above -{PROSPERITY_MARGIN})")
+    return Judged(verdict(effect, +1, -PROSPERITY_MARGIN), effect, observed)
+
+
+def collapse(free, metric: str = "eval_greedy_acc") -> Judged:
+    """Runs `free` end at least COLLAPSE_FALL below their own smoothed peak (2-s.e. rule on the seed mean); the
+    share of seeds that fell that far is stated."""
+    falls = [fall_from_peak(r, metric) for r in free]
+    effect = estimate(falls)
+    fell = sum(f >= COLLAPSE_FALL for f in falls)
+    observed = (f"smoothed peak minus final score: {effect} (collapse: at least {COLLAPSE_FALL}); {fell} of "
+                f"{len(falls)} seeds fell that far")
+    return Judged(verdict(effect, +1, COLLAPSE_FALL), effect, observed)

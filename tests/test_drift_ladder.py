@@ -61,6 +61,9 @@ def test_share_and_trend_when_m2po_recovers_more_at_smaller_drift(tmp_path):
     found = drift_ladder.signatures(ladder)
     assert found[-1].verdict == stats.REPRODUCED  # the share rises as the drift falls: the paper's direction
     assert [s.verdict for s in found[:3]] == [stats.REPRODUCED, stats.REPRODUCED, stats.NOT_REPRODUCED]
+    rise, fall = found[3:5]  # no trust region, 0.05 below GRPO and flat: slower than the trust region, no collapse
+    assert rise.claim.startswith("lr 1e-3, s = 24: b. Without a trust region") and "prosperity" in rise.claim
+    assert (rise.verdict, fall.verdict) == (stats.NOT_REPRODUCED, stats.NOT_REPRODUCED)
     table = drift_ladder.rung_table(ladder)
     assert table.count("\n") == 4 and "0.80 ±" in table
     clip_vs_mask = drift_ladder.token_signatures(ladder)  # the fixture: GRPO clips 2%, M2PO masks 1%, jitter-free

@@ -77,3 +77,40 @@ def test_matches_outcomes(mean, se, expected):
 def test_matches_needs_a_positive_bound():
     with pytest.raises(ValueError, match="bound"):
         stats.matches(stats.Estimate(0.0, 0.01, 3), bound=0)
+
+
+def _curves(tmp_path, label, curve, n=3, step=0.004):
+    """n seeds of one curve (index 0 the base), each shifted by `step` so the seeds differ a little."""
+    return [fake_run(tmp_path, f"{label}{i}", [v + step * i for v in curve]) for i in range(n)]
+
+
+def test_early_best_reads_only_the_first_half_and_fall_from_peak_the_end(tmp_path):
+    run = fake_run(tmp_path, "r", [0.3, 0.4, 0.5, 0.6, 0.6, 0.9, 0.9, 0.9, 0.5])  # evaluations at 10..80
+    assert stats.early_best(run) == pytest.approx((0.5 + 0.6 + 0.6) / 3)  # updates <= 40 only
+    assert stats.smoothed_peak(run) == pytest.approx(0.9)
+    assert stats.fall_from_peak(run) == pytest.approx(0.9 - (0.9 + 0.9 + 0.5) / 3)
+
+
+@pytest.mark.parametrize("free, expected", [
+    ([0.3, 0.5, 0.6, 0.6, 0.6, 0.6, 0.6, 0.6, 0.6], stats.REPRODUCED),  # as fast as the trust region
+    ([0.3, 0.48, 0.58, 0.58, 0.58, 0.58, 0.58, 0.58, 0.58], stats.REPRODUCED),  # 0.02 slower: inside the margin
+    ([0.3, 0.35, 0.4, 0.4, 0.4, 0.6, 0.6, 0.6, 0.6], stats.NOT_REPRODUCED),  # catches up only in the second half
+])
+def test_prosperity_compares_early_learning_with_the_faster_trust_region(tmp_path, free, expected):
+    grpo = _curves(tmp_path, "g", [0.3, 0.4, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5])
+    m2po = _curves(tmp_path, "m", [0.3, 0.5, 0.6, 0.6, 0.6, 0.6, 0.6, 0.6, 0.6])
+    judged = stats.prosperity(_curves(tmp_path, "f", free), {"GRPO": grpo, "M2PO": m2po})
+    assert judged.verdict == expected and "minus M2PO" in judged.observed
+    with pytest.raises(ValueError, match="trust region"):
+        stats.prosperity(_curves(tmp_path, "x", free), {"GRPO": []})
+
+
+@pytest.mark.parametrize("end, expected, fell", [(0.3, stats.REPRODUCED, 3), (0.55, stats.NOT_REPRODUCED, 0),
+                                                 (0.51, stats.WITHIN_NOISE, None)])
+def test_collapse_is_a_fall_below_the_runs_own_peak(tmp_path, end, expected, fell):
+    runs = [fake_run(tmp_path, f"c{i}", [0.3, 0.5, 0.6, 0.6, 0.6, end, end, end + 0.04 * i])
+            for i in range(3)]
+    judged = stats.collapse(runs)
+    assert judged.verdict == expected
+    if fell is not None:
+        assert f"{fell} of 3 seeds fell that far" in judged.observed

@@ -101,38 +101,47 @@ def test_lopti_signatures_on_arithmetic_name_math_variants_by_the_math_alpha(tmp
         verdicts.lopti_signatures(runs + seeds(tmp_path, "kk", [0.5] * 3, task="knights_knaves"))
 
 
-def test_a_noisy_plateau_is_neither_prosperity_nor_collapse(tmp_path):
-    """The best 3-evaluation window of a flat noisy curve sits above its end: that is noise, not a collapse."""
+def test_a_noisy_plateau_is_prosperity_without_collapse(tmp_path):
+    """No trust region on a flat noisy curve beside a trust region on the same curve: as fast (prosperity), and the
+    best 3-evaluation window above its end is noise, not a collapse."""
     curve = [0.50, 0.52, 0.49, 0.53, 0.50, 0.51, 0.49, 0.52, 0.50]
-    runs = [make_run(tmp_path, f"n{i}", [0.5] + [v + i / 200 for v in curve], objective="no_clip", staleness=16,
-                     seed=i) for i in range(3)]
+    runs = [make_run(tmp_path, f"{o}{i}", [0.5] + [v + i / 200 for v in curve], objective=o, staleness=16, seed=i)
+            for i in range(3) for o in ("no_clip", "grpo", "m2po")]
     rise, fall = [s for s in verdicts.staleness_signatures(runs) if s.claim.startswith("b.")]
-    assert (rise.verdict, fall.verdict) == (stats.NOT_REPRODUCED, stats.NOT_REPRODUCED)
+    assert (rise.verdict, fall.verdict) == (stats.REPRODUCED, stats.NOT_REPRODUCED)
+    assert "0 of 3 seeds fell that far" in fall.observed
 
 
-def test_a_collapse_counts_even_when_the_run_recovers(tmp_path):
-    """Rise to 0.7, fall to 0.4, recover to 0.72: the final score hides the fall, the deepest fall does not."""
-    curve = [0.5, 0.6, 0.7, 0.7, 0.7, 0.5, 0.4, 0.4, 0.4, 0.6, 0.72, 0.72, 0.72]
-    runs = [make_run(tmp_path, f"c{i}", [v + i / 200 for v in curve], objective="no_clip", staleness=96, seed=i)
+def test_a_collapse_is_judged_at_the_end_and_prosperity_against_the_trust_region(tmp_path):
+    """No trust region rises as fast as GRPO, then ends 0.3 below its peak; one that recovers before its end has
+    not collapsed (its deepest fall is still reported)."""
+    falls = [0.5, 0.6, 0.7, 0.7, 0.7, 0.7, 0.5, 0.4, 0.4, 0.4]
+    grpo = [0.5, 0.6, 0.7, 0.7, 0.7, 0.7, 0.7, 0.7, 0.7, 0.7]
+    runs = [make_run(tmp_path, f"c{i}", [v + i / 200 for v in falls], objective="no_clip", staleness=96, seed=i)
             for i in range(3)]
-    assert verdicts.deepest_fall(runs[0]) == pytest.approx(0.3)
-    assert verdicts.smoothed_peak(runs[0]) == pytest.approx(stats.score(runs[0]))  # peak minus final sees no fall
+    runs += [make_run(tmp_path, f"g{i}", [v + i / 200 for v in grpo], objective="grpo", staleness=96, seed=i)
+             for i in range(3)]
     rise, fall = verdicts.long_collapse_signatures(runs)
     assert "s=96" in rise.claim and (rise.verdict, fall.verdict) == (stats.REPRODUCED, stats.REPRODUCED)
-    assert "3 of 3 runs rose, then fell" in fall.observed
-    assert verdicts.fall_after_rise(runs[0]) == pytest.approx(0.3)
+    assert "3 of 3 seeds fell that far" in fall.observed
+    recovers = [make_run(tmp_path, f"r{i}", [v + i / 200 for v in falls + [0.7, 0.7, 0.7]], objective="no_clip",
+                         staleness=96, seed=i) for i in range(3)]
+    assert verdicts.deepest_fall(recovers[0]) == pytest.approx(0.3)
+    assert verdicts.collapse_signatures(recovers, 96, {})[1].verdict == stats.NOT_REPRODUCED
 
 
-@pytest.mark.parametrize("curve", [[0.5, 0.5, 0.49, 0.3, 0.2, 0.1, 0.1, 0.1],  # falls from the start, no rise
-                                   [0.5, 0.5, 0.5, 0.5, 0.2, 0.2, 0.2, 0.6, 0.65, 0.65, 0.65]])  # falls, then rises
-def test_a_fall_before_any_rise_is_no_collapse_after_prosperity(tmp_path, curve):
-    runs = [make_run(tmp_path, f"f{i}", [v + i / 100 for v in curve], objective="no_clip", staleness=48, seed=i)
+def test_prosperity_needs_the_trust_region_at_the_same_staleness(tmp_path):
+    """Without trust-region runs prosperity is undecided ("no runs"); slower early learning is not prosperity."""
+    slow = [0.5, 0.5, 0.5, 0.5, 0.5, 0.6, 0.65, 0.65, 0.65]
+    runs = [make_run(tmp_path, f"f{i}", [v + i / 100 for v in slow], objective="no_clip", staleness=48, seed=i)
             for i in range(3)]
-    assert verdicts.deepest_fall(runs[0]) > 0.15 and verdicts.fall_after_rise(runs[0]) == 0.0
-    rise, fall = verdicts.collapse_signatures(runs, 48)
-    assert fall.verdict == stats.NOT_REPRODUCED and "0 of 3 runs rose, then fell" in fall.observed
+    assert verdicts.long_collapse_signatures(runs)[0].verdict == verdicts.NO_RUNS
+    fast = [make_run(tmp_path, f"m{i}", [0.5, 0.6, 0.65, 0.65, 0.65, 0.65, 0.65, 0.65, 0.65], objective="m2po",
+                     staleness=48, seed=i) for i in range(3)]
+    rise, fall = verdicts.collapse_signatures(runs, 48, {"M2PO": fast})
+    assert rise.verdict == stats.NOT_REPRODUCED and fall.verdict == stats.NOT_REPRODUCED
     no_runs = verdicts.long_collapse_signatures([])[0]
-    assert no_runs.claim == "b. Without a trust region, a stale run first rises (prosperity) ..."
+    assert no_runs.claim.startswith("b. Without a trust region, a stale run learns at least as fast early on")
 
 
 @pytest.mark.parametrize("near, far, expected", [(0.2, 1.0, stats.REPRODUCED), (1.0, 0.2, stats.NOT_REPRODUCED)])

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import random
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import matplotlib.pyplot as plt
 
@@ -21,7 +21,7 @@ from .papers import (M2PO_BEATS_STALE_GRPO, M2PO_MATCHES_ON_POLICY, M2PO_REMOVED
                      M2PO_STALENESS_COST)
 from .run_groups import select
 from .style import legend_below, plain_log_ticks
-from .verdicts import Signature, clip_share, per_seed, token_share
+from .verdicts import Signature, clip_share, collapse_signatures, per_seed, token_share
 
 _SCORE = M2PO_SCORES.values
 PAPER_SHARE = (_SCORE["m2po_s256"] - _SCORE["grpo_s256"]) / (_SCORE["grpo_s0"] - _SCORE["grpo_s256"])
@@ -133,7 +133,8 @@ def share_trend(ladder: list[Rung], seed: int = 0) -> stats.Estimate:
 
 
 def signatures(ladder: list[Rung]) -> list[Signature]:
-    """Per rung: staleness costs GRPO, M2PO beats GRPO there, M2PO matches on-policy GRPO; then the trend."""
+    """Per rung: staleness costs GRPO, M2PO beats GRPO there, M2PO matches on-policy GRPO, no trust region's
+    prosperity and collapse against GRPO and M2PO there (verdicts.collapse_signatures); then the trend."""
     from .verdicts import MATCH_BOUND
 
     out = []
@@ -152,6 +153,8 @@ def signatures(ladder: list[Rung]) -> list[Signature]:
                           f"{gain.mean:+.3f} ± {gain.se:.3f}", stats.verdict(gain, +1)),
                 Signature(f"{where}: M2PO matches on-policy GRPO", M2PO_MATCHES_ON_POLICY.text,
                           f"{gap.mean:+.3f} ± {gap.se:.3f}", stats.matches(gap, MATCH_BOUND))]
+        out += [replace(s, claim=f"{where}: {s.claim}")
+                for s in collapse_signatures(g.no_clip, g.staleness, {"GRPO": g.grpo, "M2PO": g.m2po})]
     try:
         trend = share_trend(ladder)
     except ValueError as error:

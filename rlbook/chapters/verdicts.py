@@ -16,12 +16,6 @@ from .lopti import variant_of
 from .run_groups import group_runs, select, variant
 
 MATCH_BOUND = 0.03  # two accuracies "match" when the 2-s.e. interval of their difference lies inside +-0.03
-# "Prosperity, then collapse" in accuracy: a rise of more than 0.05 above the base, then a fall of more than 0.08
-# below a high that was itself such a rise. Both compare means of 3 consecutive evaluations. Noise inflates them: the
-# best of ~15 windows sits about one evaluation standard error (~0.013) above the true curve, and a fall picks both a
-# high and a later low; on stored runs that level off (GRPO s=0, M2PO s=48, no trust region at half the rate) the
-# deepest fall is 0.00-0.04, so the bounds leave room for that noise.
-PROSPERITY_RISE, COLLAPSE_FALL = 0.05, 0.08
 
 
 @dataclass(frozen=True)
@@ -50,32 +44,13 @@ def clip_share(run) -> float:
     return token_share(run, "clip_frac_low") + token_share(run, "clip_frac_high")
 
 
-def window_means(run, metric: str = "eval_greedy_acc", window: int = 3) -> list[float]:
-    """The mean of every `window` consecutive evaluations, in order."""
-    values = stats.evaluations(run, metric)[1]
-    if not values:
-        raise ValueError(f"{run.path}: no {metric} evaluations recorded")
-    return [statistics.fmean(values[i:i + window]) for i in range(max(len(values) - window + 1, 1))]
-
-
-def smoothed_peak(run, metric: str = "eval_greedy_acc", window: int = 3) -> float:
-    """The best mean of `window` consecutive evaluations (less biased upward than the best single evaluation)."""
-    return max(window_means(run, metric, window))
-
-
 def deepest_fall(run, metric: str = "eval_greedy_acc", window: int = 3, above: float | None = None) -> float:
     """The largest drop of the `window`-evaluation mean below an earlier one (shown even when the run recovers
     before its end, which the final score would hide); with `above`, only below earlier highs more than `above` over
     the base (0 when there is none)."""
-    means, base = window_means(run, metric, window), stats.base_score(run, metric)
+    means, base = stats.window_means(run, metric, window), stats.base_score(run, metric)
     highs = [max(means[:j + 1]) for j in range(len(means))]
     return max((high - low for high, low in zip(highs, means) if above is None or high - base > above), default=0.0)
-
-
-def fall_after_rise(run, metric: str = "eval_greedy_acc") -> float:
-    """Prosperity, then collapse in one run: its deepest fall below a high that had risen above the base by more
-    than PROSPERITY_RISE."""
-    return deepest_fall(run, metric, above=PROSPERITY_RISE)
 
 
 def difference(a, b, quantity=stats.score) -> stats.Estimate:
@@ -155,7 +130,7 @@ def staleness_signatures(runs) -> list[Signature]:
     out.append(_better(f"a. GRPO gets worse with staleness (s=0 vs s={top})",
                        papers.M2PO_STALENESS_COST.text, grpo0, grpo_top,
                        f"greedy score s=0 minus s={top}"))
-    out += collapse_signatures(free_top, top)
+    out += collapse_signatures(free_top, top, {"GRPO": grpo_top, "M2PO": m2po_top})
     out.append(_better(f"e. M2PO at s={top} beats GRPO at s={top}", papers.M2PO_BEATS_STALE_GRPO.text, m2po_top,
                        grpo_top,
                        "score difference"))
@@ -166,29 +141,35 @@ def staleness_signatures(runs) -> list[Signature]:
     return out
 
 
-def collapse_signatures(free_runs, staleness: int | None) -> list[Signature]:
-    """Signature b (M2PO Figs. 1-2): runs without a trust region at staleness s first rise above the base, then
-    fall below that high (whether or not they recover before their end)."""
+def collapse_signatures(free_runs, staleness: int | None, trust: dict[str, list]) -> list[Signature]:
+    """Signature b as the M2PO paper shows it (Figs. 1-2): without a trust region, runs at staleness s first learn at
+    least as fast as the trust region at s (stats.prosperity; `trust`: name -> its runs at s), then end far below
+    their own peak (stats.collapse, with the share of seeds that do)."""
     at = f"s={staleness}" if staleness is not None else "a stale run"
-    claim, paper = f"b. Without a trust region, {at} first rises (prosperity) ...", papers.M2PO_PROSPERITY.text
+    paper = papers.M2PO_PROSPERITY.text
+    rise = f"b. Without a trust region, {at} learns at least as fast early on as the trust region (prosperity)"
+    fall = f"b. ... then collapses (ends more than {stats.COLLAPSE_FALL} below its own peak)"
+    out = []
+    if free_runs and any(trust.values()):
+        judged = stats.prosperity(free_runs, trust)
+        out.append(Signature(rise, paper, judged.observed, judged.verdict))
+    else:
+        out.append(Signature(rise, paper, "no trust-region runs at this staleness stored" if free_runs else
+                             "no runs of this setting", NO_RUNS))
     if not free_runs:
-        return [_missing(claim, paper), _missing("b. ... then collapses", paper)]
-    rise_of = lambda r: smoothed_peak(r) - stats.base_score(r)
-    falls = [fall_after_rise(r) for r in free_runs]  # each run's once: the estimate and the count read them
-    rise, fall, anywhere = per_seed(free_runs, rise_of), stats.estimate(falls), per_seed(free_runs, deepest_fall)
-    both = sum(f > COLLAPSE_FALL for f in falls)
-    return [Signature(claim, paper, f"best 3-evaluation mean minus base: {rise} (counts above {PROSPERITY_RISE})",
-                      stats.verdict(rise, +1, PROSPERITY_RISE)),
-            Signature("b. ... then collapses", paper, f"deepest fall of the 3-evaluation mean below a high more than "
-                      f"{PROSPERITY_RISE} above the base: {fall} (counts above {COLLAPSE_FALL}; {both} of "
-                      f"{len(free_runs)} runs rose, then fell); deepest fall anywhere: {anywhere}",
-                      stats.verdict(fall, +1, COLLAPSE_FALL))]
+        return out + [_missing(fall, paper)]
+    judged = stats.collapse(free_runs)
+    return out + [Signature(fall, paper, f"{judged.observed}; deepest fall anywhere: "
+                                         f"{per_seed(free_runs, deepest_fall)}", judged.verdict)]
 
 
 def long_collapse_signatures(runs) -> list[Signature]:
-    """Signature b over a long horizon (experiments.collapse_long_sweep): no trust region at its largest staleness."""
+    """Signature b over a long horizon (experiments.collapse_long_sweep): no trust region at its largest staleness,
+    judged against GRPO and M2PO at that staleness where they are stored."""
     free = select(runs, "no_clip", "max")
-    return collapse_signatures(free, free[0].config.staleness if free else None)
+    top = free[0].config.staleness if free else None
+    trust = {"GRPO": select(runs, "grpo", top), "M2PO": select(runs, "m2po", top)} if free else {}
+    return collapse_signatures(free, top, trust)
 
 
 def clip_mask_signatures(runs) -> list[Signature]:
