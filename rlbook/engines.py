@@ -15,7 +15,9 @@ Each engine is one combination that the tests hold to the reference engine withi
              (`static_sampling`; on a CPU the same step runs eagerly and buys nothing).
 
 `engine='auto'` (the default) picks the first of DEFAULT_ORDER the config allows, from the config alone (never the
-machine, so a config computes the same thing everywhere): graph, else fast, else reference. The chosen engine is part
+machine, so a config computes the same thing everywhere; a checkpoint directory by its config.json): graph, else fast,
+else reference. Every engine works at every size: at bfloat16 with a float32 LoRA adapter and under gradient
+checkpointing (models of LARGE_HIDDEN width and up; tests/test_defaults_at_every_size.py). The chosen engine is part
 of the run's identity: two engines give different numbers. `python bench/vs_trl.py` times each engine on the CPU
 (bench/results/vs_trl/).
 
@@ -73,15 +75,16 @@ EPILOG = "engines (rlbook.engines):\n" + "\n".join(textwrap.fill(e.help, 79, ini
 
 def refusal(engine: Engine, config) -> str | None:
     """Why `engine` cannot compute `config` (None: it can)."""
-    from .models import PRESETS
+    from .models import architecture
 
     if engine.prefix_sharing and config.fused_ratio in ("on", "chunked"):
         return (f"shared prompts run the reference loss path, not fused_ratio={config.fused_ratio!r} (use 'auto' or "
                 "'off')")
     if engine.prefix_sharing and config.router_replay:
         return "router_replay replays the routing of whole sequences; shared prompts run prompt and response apart"
-    if engine.lean_sampler and PRESETS[config.preset].moe:
-        return f"the lean sampler needs a dense model; preset {config.preset!r} is a mixture of experts"
+    if engine.lean_sampler and (kind := architecture(config.preset, config.init)) != "qwen3":
+        model = f"the checkpoint in {config.init!r}" if config.from_checkpoint else f"preset {config.preset!r}"
+        return f"the lean sampler needs a dense Qwen3 model; {model} is {kind}"
     if engine.lean_sampler and config.rollout_dtype != "float32":
         return f"the lean sampler is its own float32 rollout engine, not rollout_dtype={config.rollout_dtype!r}"
     if engine.sampling_graph:
@@ -96,10 +99,11 @@ def refusal(engine: Engine, config) -> str | None:
 
 
 def default_engine(config) -> str:
-    """The first engine of DEFAULT_ORDER that can compute config (a checkpoint's architecture is only known when it
-    is loaded: a run from a checkpoint directory keeps the model's own sampler)."""
+    """The first engine of DEFAULT_ORDER that can compute config (a checkpoint directory's model is what its
+    config.json says: a dense Qwen3 gets the lean sampler's engines, anything else or an unreadable one the reference
+    engine)."""
     for name in DEFAULT_ORDER:
-        if refusal(ENGINES[name], config) is None and not (ENGINES[name].lean_sampler and config.from_checkpoint):
+        if refusal(ENGINES[name], config) is None:
             return name
     raise AssertionError("the reference engine computes every config")
 

@@ -6,7 +6,9 @@ optionally wrapped with a LoRA adapter (peft) on all linear layers. Real checkpo
 """
 from __future__ import annotations
 
+import json
 import os
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -155,8 +157,9 @@ def count_parameters(model) -> tuple[int, int]:
 
 
 def check_checkpoint(name: str, checkpoint: str) -> None:
-    """A checkpoint directory with a config, weights and a tokenizer, or a hub id in the local Hugging Face cache;
-    a ValueError naming the setting `name` otherwise."""
+    """A checkpoint directory with a config, weights and a tokenizer that can be read (config.json a model config,
+    every safetensors header and JSON file whole), or a hub id in the local Hugging Face cache; a ValueError naming the
+    setting `name` otherwise."""
     from huggingface_hub import try_to_load_from_cache
 
     if "\x00" in checkpoint:
@@ -167,6 +170,9 @@ def check_checkpoint(name: str, checkpoint: str) -> None:
         if missing:
             raise ValueError(f"{name}={checkpoint!r}: the checkpoint directory {local.resolve()} has no "
                              f"{', '.join(missing)} (save it with save_pretrained)")
+        unreadable = unreadable_file(local)
+        if unreadable:
+            raise ValueError(f"{name}={checkpoint!r}: {unreadable} (save the checkpoint again with save_pretrained)")
         return
     try:
         cached = isinstance(try_to_load_from_cache(checkpoint, "config.json"), str)
@@ -176,3 +182,70 @@ def check_checkpoint(name: str, checkpoint: str) -> None:
         raise ValueError(f"{name}={checkpoint!r}: no checkpoint directory at {local.resolve()} and no such model in "
                          "the Hugging Face cache; use init=warm, init=scratch or a directory saved with "
                          "save_pretrained")
+
+
+def unreadable_file(directory: Path) -> str | None:
+    """What in a checkpoint directory cannot be read without loading it (None: nothing): config.json that is no model
+    config, a safetensors file whose header does not parse, a PyTorch weights file that is no zip archive, a JSON file
+    of the tokenizer that does not parse."""
+    from safetensors import safe_open
+
+    try:
+        AutoConfig.from_pretrained(directory, local_files_only=True)
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        return f"{directory / 'config.json'} is not a model config ({first_line(error)})"
+    for path in sorted(directory.glob("*.safetensors")):
+        try:
+            with safe_open(path, "pt") as weights:
+                weights.keys()
+        except Exception as error:  # safetensors raises its own SafetensorError (and OSError, ValueError)
+            return f"{path} is not a safetensors file ({first_line(error)})"
+    for path in sorted(directory.glob("pytorch_model*.bin")):
+        if not zipfile.is_zipfile(path):
+            return f"{path} is not a PyTorch weights file (not a zip archive)"
+    for path in sorted(directory.glob("tokenizer*.json")):
+        try:
+            json.loads(path.read_bytes())
+        except ValueError as error:
+            return f"{path} is not JSON ({first_line(error)})"
+    return None
+
+
+def first_line(error: Exception) -> str:
+    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+
+
+def model_values(preset: str, init: str) -> dict | None:
+    """The config values of the model a run loads, known before it is loaded: a checkpoint directory's config.json
+    (init), a pretrained preset's config.json in the Hugging Face cache, or a nano preset's own (with the character
+    tokenizer's vocabulary); None when there is none to read."""
+    spec = get_preset(preset)
+    if init in ("warm", "scratch") and spec.hub_id is None:
+        return {"vocab_size": len(char_tokenizer()), **spec.config,
+                "model_type": "qwen3_moe" if spec.moe else "qwen3"}
+    if init in ("warm", "scratch"):
+        from huggingface_hub import try_to_load_from_cache
+
+        found = try_to_load_from_cache(spec.hub_id, "config.json")
+        path = Path(found) if isinstance(found, str) else None
+    else:
+        path = Path(init).expanduser() / "config.json"
+    try:
+        values = json.loads(path.read_text()) if path is not None else None
+    except (OSError, ValueError):
+        return None
+    return values if isinstance(values, dict) else None
+
+
+def architecture(preset: str, init: str) -> str:
+    """What a run's model is, before it is loaded: 'qwen3' (a dense Qwen3), 'a mixture of experts', or what its
+    config.json says it is ('unreadable' without one). A checkpoint directory (init) decides by its config.json, a
+    preset by its definition."""
+    if init in ("warm", "scratch"):
+        return "a mixture of experts" if get_preset(preset).moe else "qwen3"
+    values = model_values(preset, init)
+    if values is None:
+        return f"unreadable (no readable config.json in {init})"
+    if any(values.get(key) for key in ("num_experts", "num_local_experts", "n_routed_experts")):
+        return "a mixture of experts"
+    return str(values.get("model_type", "of no model_type"))

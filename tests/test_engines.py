@@ -31,17 +31,36 @@ DEFAULT_RUNS = {"fast": {**RUN, "engine": "auto"},
     ({"preset": "nano-moe", "finetune": "full"}, "reference"),  # the lean sampler is dense-only
     ({"rollout_dtype": "bfloat16", "preset": "nano-moe", "finetune": "full"}, "reference"),
     ({"fused_ratio": "chunked", "updates_per_step": 2}, "reference"),  # shared prompts take the reference loss path
-    ({"init": "/some/checkpoint"}, "reference"),  # its architecture is known only when it is loaded
+    ({"init": "/some/checkpoint"}, "reference"),  # no config.json to say what it is
 ])
 def test_the_default_is_the_fastest_engine_the_config_allows(changes, expected):
     config = RunConfig(**changes)
     assert config.engine == "auto" and engine_of(config).name == expected
     faster = DEFAULT_ORDER[:DEFAULT_ORDER.index(expected)]
     for name in faster:  # each faster engine is refused by name, with the reason
-        if not config.from_checkpoint:
-            with pytest.raises(ValueError, match=f"engine={name!r} cannot compute this config"):
-                config.replace(engine=name)
+        with pytest.raises(ValueError, match=f"engine={name!r} cannot compute this config"):
+            config.replace(engine=name)
     assert engine_of(config.replace(engine=expected)).name == expected
+
+
+def test_a_checkpoint_directory_is_read_for_its_architecture(tmp_path):
+    """--init DIR: a dense Qwen3 checkpoint gets the fast engines, a mixture of experts or an unreadable one the
+    reference engine (the lean sampler refused by name)."""
+    from rlbook.models import build_model
+
+    for preset in ("nano-tiny", "nano-moe-tiny"):
+        model, tokenizer = build_model(preset)
+        model.save_pretrained(tmp_path / preset)
+        tokenizer.save_pretrained(tmp_path / preset)
+    (tmp_path / "junk").mkdir()
+    (tmp_path / "junk" / "config.json").write_text("")
+    assert engine_of(RunConfig(init=str(tmp_path / "nano-tiny"))).name == "graph"
+    assert engine_of(RunConfig(init=str(tmp_path / "nano-tiny"), staleness=4, updates_per_step=4)).name == "fast"
+    for directory, kind in (("nano-moe-tiny", "is a mixture of experts"), ("junk", "is unreadable")):
+        config = RunConfig(init=str(tmp_path / directory))
+        assert engine_of(config).name == "reference"
+        with pytest.raises(ValueError, match=f"lean sampler needs a dense Qwen3 model; the checkpoint in .* {kind}"):
+            config.replace(engine="fast")
 
 
 def test_each_engine_is_one_setting_of_the_speed_options():

@@ -139,7 +139,7 @@ def test_the_graph_engine_needs_an_on_policy_single_update_config():
                   dict(micro_batch_size=4)):
         with pytest.raises(ValueError, match="engine='graph'.*backpropagates through the sampling pass"):
             RunConfig(engine="graph", **wrong)
-    with pytest.raises(ValueError, match="engine='graph'.*dense model"):
+    with pytest.raises(ValueError, match="engine='graph'.*dense Qwen3 model"):
         RunConfig(engine="graph", preset="nano-moe")
 
 
