@@ -22,6 +22,7 @@ import argparse
 import time
 
 from rlbook.chapters.lopti import run_accuracy_by_people
+from rlbook.checkpoint import location
 from rlbook.experiments import LADDER, sweep
 from rlbook.obtain import run_or_load
 from rlbook.runs import RunStore, reference_root
@@ -68,8 +69,8 @@ def queue(profile: str = "cpu", entries: tuple = QUEUE) -> list:
 
 def ship(run) -> None:
     """Cut a finished run's checkpoint to what the book reads (see the module's docstring), written atomically."""
-    state_path = run.path / "state.pt"
-    if not run.complete or not state_path.exists():
+    state_path = location(run.path)
+    if not run.complete or state_path is None:
         return
     if run.config.experiment not in WEIGHTS_READ:
         state_path.unlink()

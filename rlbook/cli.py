@@ -15,7 +15,8 @@ from dataclasses import fields
 from .checks import defaults
 from .config import FIELD_HELP, RunConfig
 from .engines import EPILOG
-from .runs import RunStore
+from .checkpoint import location
+from .runs import CorruptRunError, RunStore
 
 
 LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"  # what str.splitlines splits at
@@ -130,14 +131,23 @@ def _export_runs(store: RunStore, args: argparse.Namespace) -> None:
         print(path)
 
 
-def _list_runs(store: RunStore, experiment: str | None) -> None:
+def _list_runs(store: RunStore, experiment: str | None) -> int:
+    """Print one line per stored run; a run that cannot be read is named (stderr) and the others still listed.
+    Returns how many could not be read."""
     print(f"{'experiment':<14} {'run':<32} {'updates':>7} {'complete':>8} {'greedy acc':>10} {'code':>9}  device")
+    unreadable = 0
     for run in store.runs(experiment):
-        rows, meta = run.metrics, run.meta
-        acc = [r["eval_greedy_acc"] for r in rows if "eval_greedy_acc" in r]
+        try:
+            rows, meta = run.columns(["eval_greedy_acc"])["eval_greedy_acc"], run.meta
+            acc = [a for a in rows if a is not None]
+            code = 'current' if run.current else f'v{run.training_version}'
+        except CorruptRunError as error:
+            unreadable += 1
+            sys.stderr.write(_one_line(f"error: {error}"))
+            continue
         print(f"{run.path.parent.name:<14} {run.path.name:<32} {len(rows):>7} {str(meta.get('complete')):>8} "
-              f"{acc[-1] if acc else float('nan'):>10.3f} {'current' if run.current else f'v{run.training_version}':>9}"
-              f"  {meta.get('device', '?')}")
+              f"{acc[-1] if acc else float('nan'):>10.3f} {code:>9}  {meta.get('device', '?')}")
+    return unreadable
 
 
 def _interrupted(store: RunStore, config: RunConfig | None) -> str:
@@ -147,7 +157,7 @@ def _interrupted(store: RunStore, config: RunConfig | None) -> str:
         return "interrupted before the run started; rerun the same command to start it"
     rows = run.metrics
     return (f"interrupted at update {rows[-1]['update'] if rows else 0}; rerun the same command to resume from "
-            f"update {run.meta.get('updates', 0) if (run.path / 'state.pt').exists() else 0}")
+            f"update {run.meta.get('updates', 0) if location(run.path) is not None else 0}")
 
 
 def _train(config: RunConfig, store: RunStore, args: argparse.Namespace):
@@ -183,8 +193,8 @@ def main(argv: list[str] | None = None) -> int:
             _export(args)
         elif args.export:
             _export_runs(store, args)
-        else:
-            _list_runs(store, args.experiment)
+        elif _list_runs(store, args.experiment):
+            return 2
     except KeyboardInterrupt:
         from tqdm import tqdm
 

@@ -33,7 +33,7 @@ def run_or_load(config: RunConfig, store: RunStore | None = None, progress: bool
                               f"{UNTOUCHED}")
     if run is None and references:
         reference = RunStore(reference_root()).find(config)
-        if reference is not None and reference.complete:
+        if reference is not None and reference.complete and reference.current:
             return reference
     if run is None:
         stores = [store, RunStore(reference_root())] if references else [store]
@@ -46,6 +46,9 @@ def run_or_load(config: RunConfig, store: RunStore | None = None, progress: bool
                 return older[0]
             warnings.warn(f"{what}; training it anew (keep_superseded=True, or --keep-superseded, replays the old "
                           "one instead)", SupersededRunWarning, stacklevel=2)
+    if run is not None and run.complete and not run.current:
+        raise CorruptRunError(f"{run.path / 'meta.json'} says training version {run.training_version} made this run, "
+                              f"but its directory carries this code's hash (version {TRAINING_VERSION}); {UNTOUCHED}")
     if run is not None and run.complete:
         return run
     check_runnable(config)

@@ -1,9 +1,13 @@
 """RunStore: every run lives in `runs/<experiment>/<name>-<config hash>/` and is never trained twice.
 
-A run directory holds `config.json`, `metrics.jsonl` (one row per model update), `meta.json` (git commit, device,
-library versions, wall time, complete or not) and `state.pt` (the latest resumable checkpoint), each written whole
-or not at all (rlbook.storage), so a killed run is marked incomplete and `rlbook.obtain.run_or_load` resumes it from
-its last checkpoint. An unreadable row, file or checkpoint raises CorruptRunError naming the file (and line).
+A run directory holds `config.json`, its metrics (one row per model update), `meta.json` (git commit, device, library
+versions, wall time, complete or not, the number of updates) and `state.safetensors` (the latest resumable
+checkpoint, rlbook.checkpoint), each written whole or not at all (rlbook.storage), so a killed run is marked
+incomplete and `rlbook.obtain.run_or_load` resumes it from its last checkpoint. While a run trains its rows are
+appended to a journal, `metrics.jsonl`; when it is complete it is sealed (`Run.seal`): the rows go to one Parquet
+table, `metrics.parquet` (rlbook.columnar), and the journal is removed. `Run.metrics` gives the same rows from either
+form, `Run.columns` reads columns alone. An unreadable row, file or checkpoint, a complete run whose last row is torn
+or whose rows end elsewhere than meta.json's `updates`, raises CorruptRunError naming the file (and line).
 
 Results computed from stored weights rather than by training (chapter 5's merges and loss surfaces) live beside the
 runs as a ResultSet, `runs/<experiment>/<name>/`: JSON files of {key: result}, each result computed once and each file
@@ -21,17 +25,20 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import checkpoint, columnar
 from .config import RunConfig
 from .engines import KNOBS, engine_of
 # environment and reference_root are not used here: the notebooks import them from rlbook.runs with the RunStore
 from .progress import progress_bar
-from .storage import (UNTOUCHED, CorruptRunError, default_root, environment, parse_json, parse_rows,  # noqa: F401
-                      read_json, read_rows, reference_root, write_atomic, write_json)
+from .storage import (UNTOUCHED, CorruptRunError, default_root, environment, leftovers, parse_json,  # noqa: F401
+                      parse_rows, read_json, read_rows, reference_root, umask, write_atomic, write_json)
+from .versions import TRAINING_VERSION
 
 RESULT_RECORD = "result.json"  # a ResultSet's record of what made it; not config.json, which only a run holds
 
 
-_PARSED: dict[Path, tuple] = {}  # a run's config.json or metrics.jsonl -> (digest of its bytes, parsed): see parsed_once
+_PARSED: dict[Path, tuple] = {}  # a run's config.json or metrics file -> (digest of its bytes, parsed): see parsed_once
+JOURNAL, SEALED = "metrics.jsonl", "metrics.parquet"  # a run's rows while it trains; once it is complete
 
 
 def parsed_once(path: Path, data: bytes, parse):
@@ -78,45 +85,87 @@ class Run:
 
     @property
     def metrics(self) -> list[dict]:
-        """The rows, one per update in increasing order (anything else raises CorruptRunError naming the line); a new
-        list each call, parsed once per content of the file (parsed_once)."""
-        path = self.path / "metrics.jsonl"
+        """The rows, one per update in increasing order, from the sealed table or else the journal (anything else
+        raises CorruptRunError naming the file and line); a new list each call, parsed once per content of the file
+        (parsed_once). A complete run's rows must end at meta.json's `updates`, its journal with a whole row."""
+        sealed, journal, meta = self.path / SEALED, self.path / JOURNAL, self.meta
+        if sealed.exists():
+            rows = parsed_once(sealed, sealed.read_bytes(), lambda data: self._ordered(columnar.decode(data, sealed),
+                                                                                        sealed))
+        else:
+            data = journal.read_bytes() if journal.exists() else b""
+            rows = parsed_once(journal, data, lambda data: self._ordered(parse_rows(data, journal), journal))
+            if data and not data.endswith(b"\n") and meta.get("complete"):
+                line = data.count(b"\n") + 1
+                raise CorruptRunError(f"{journal} line {line}: a torn row (no newline) in a complete run; {UNTOUCHED}")
+        self._check_end([row["update"] for row in rows[-1:]], sealed if sealed.exists() else journal, meta)
+        return list(rows)
 
-        def parse(data: bytes) -> list[dict]:
-            rows = parse_rows(data, path)
-            for number, row in enumerate(rows, 1):
-                update = row.get("update")
-                if type(update) is not int or (number > 1 and update <= rows[number - 2]["update"]):
-                    raise CorruptRunError(f"{path} line {number}: update {update!r} does not follow the row before "
-                                          f"it; {UNTOUCHED}")
-            return rows
+    def columns(self, keys: list[str]) -> dict[str, list]:
+        """{key: its value in each row (None where a row lacks it)}, reading only those columns of a sealed run."""
+        sealed = self.path / SEALED
+        if not sealed.exists():
+            rows = self.metrics
+            return {key: [row.get(key) for row in rows] for key in keys}
+        columns = columnar.read_columns(sealed, [*keys, "update"])
+        self._check_end(columns["update"][-1:], sealed, self.meta)
+        return {key: columns[key] for key in keys}
 
-        return list(parsed_once(path, path.read_bytes() if path.exists() else b"", parse))
+    @staticmethod
+    def _ordered(rows: list[dict], path: Path) -> list[dict]:
+        for number, row in enumerate(rows, 1):
+            update = row.get("update")
+            if type(update) is not int or (number > 1 and update <= rows[number - 2]["update"]):
+                raise CorruptRunError(f"{path} line {number}: update {update!r} does not follow the row before "
+                                      f"it; {UNTOUCHED}")
+        return rows
 
-    def read_state(self) -> dict | None:
-        """The checkpoint in state.pt (None when there is none); an unreadable one raises CorruptRunError."""
-        import torch
+    @staticmethod
+    def _check_end(last: list[int], path: Path, meta: dict) -> None:
+        """A complete run's rows end at the update its meta.json records (when it records one)."""
+        if meta.get("complete") and "updates" in meta and last != [meta["updates"]]:
+            raise CorruptRunError(f"{path}: the rows end at update {last[0] if last else None}, meta.json says the "
+                                  f"run made {meta['updates']}; {UNTOUCHED}")
 
-        path = self.path / "state.pt"
-        if not path.exists():
-            return None
-        try:
-            state = torch.load(path, weights_only=False)
-        except Exception as error:  # torch raises RuntimeError, EOFError, UnpicklingError... for a damaged file
-            reason = str(error).splitlines()[0] if str(error) else type(error).__name__
-            raise CorruptRunError(f"{path}: not a readable checkpoint ({reason}); {UNTOUCHED}") from None
-        keys = {"update", "model", "optimizer", "queue", "generator"}
-        if not isinstance(state, dict) or not keys <= state.keys():
-            raise CorruptRunError(f"{path}: not a training checkpoint (needs keys {sorted(keys)}); {UNTOUCHED}")
-        return state
+    def seal(self) -> bool:
+        """Seal a complete run: its journal's rows into metrics.parquet, checked to read back equal (at the table's
+        precision, rlbook.columnar), then the journal removed. True if it sealed, False if it was sealed already."""
+        journal, sealed = self.path / JOURNAL, self.path / SEALED
+        if not self.complete:
+            raise ValueError(f"{self.path}: not complete; only a finished run is sealed")
+        if not journal.exists():
+            return False
+        sealed.unlink(missing_ok=True)  # a seal killed before it removed the journal: the journal is the record
+        rows = self.metrics
+        if not rows:
+            raise CorruptRunError(f"{journal}: a complete run without rows; {UNTOUCHED}")
+        write_atomic(sealed, columnar.encode(rows))
+        back = self.metrics
+        if len(back) != len(rows) or not all(map(columnar.equal_at_precision, rows, back)):
+            sealed.unlink()
+            raise CorruptRunError(f"{sealed}: did not read back as {journal}'s rows; removed it, kept the journal")
+        journal.unlink()
+        return True
+
+    def finish(self, **meta) -> None:
+        """Mark the run complete (meta.json, with these values) and seal it."""
+        self.update_meta(complete=True, **meta)
+        self.seal()
+
+    def read_state(self, device=None) -> dict | None:
+        """The checkpoint (None when there is none): state.safetensors, or an older run's state.pt read with
+        weights_only (never unpickled); tensors saved on an accelerator go to `device` (default: the CPU), those saved
+        on the CPU stay there. An unreadable one raises CorruptRunError."""
+        return checkpoint.read(self.path, device)
 
     def write_state(self, state: dict) -> None:
-        """Write a checkpoint to state.pt whole or not at all (a temporary file, then a rename)."""
-        import torch
+        """Write a checkpoint whole or not at all (rlbook.checkpoint)."""
+        checkpoint.write(self.path, state)
 
-        tmp = self.path / ".state.pt.tmp"
-        torch.save(state, tmp)
-        tmp.replace(self.path / "state.pt")
+    def clean(self) -> None:
+        """Remove what killed writes left in the run's directory (their temporary files)."""
+        for path in leftovers(self.path):
+            path.unlink(missing_ok=True)
 
     @property
     def complete(self) -> bool:
@@ -129,8 +178,10 @@ class Run:
 
     @property
     def current(self) -> bool:
-        """Made by this code: its directory carries the hash that this code gives its config."""
-        return self.path.name.endswith(f"-{self.config.hash()}")
+        """Made by this code: the directory carries the hash this code gives its config, and meta.json names no other
+        TRAINING_VERSION (a run that says it was made by other code is not taken for this code's)."""
+        return (self.meta.get("training_version", TRAINING_VERSION) == TRAINING_VERSION
+                and self.path.name.endswith(f"-{self.config.hash()}"))
 
     def series(self, key: str) -> tuple[list[int], list[float]]:
         """(updates, values) of one metric, skipping rows where it was not recorded."""
@@ -138,20 +189,25 @@ class Run:
         return [r["update"] for r in rows], [r[key] for r in rows]
 
     def append(self, row: dict) -> None:
-        with open(self.path / "metrics.jsonl", "a") as f:
+        """Append one row to the journal (fsynced)."""
+        with open(self.path / JOURNAL, "a") as f:
             f.write(json.dumps(row) + "\n")
             f.flush()
             os.fsync(f.fileno())
 
     def truncate(self, last_update: int) -> None:
-        """Keep the rows up to a checkpoint (rows past it are re-made on resume), which must be rows 0..last_update."""
+        """Ready the journal to resume at a checkpoint: remove what killed writes left (clean), keep the rows up to
+        the checkpoint (rows past it are re-made on resume), which must be rows 0..last_update (a sealed run's rows
+        go back to a journal)."""
+        self.clean()
         rows = [r for r in self.metrics if r["update"] <= last_update]
         missing = sorted(set(range(last_update + 1)) - {r["update"] for r in rows})
         if missing:
-            raise CorruptRunError(f"{self.path / 'metrics.jsonl'} lacks the rows of updates {missing[:5]}"
+            raise CorruptRunError(f"{self.path / JOURNAL} lacks the rows of updates {missing[:5]}"
                                   f"{'...' if len(missing) > 5 else ''} ({len(missing)} in all) before the checkpoint "
                                   f"at update {last_update}: resuming would lose them; {UNTOUCHED}")
-        write_atomic(self.path / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+        write_atomic(self.path / JOURNAL, "".join(json.dumps(r) + "\n" for r in rows))
+        (self.path / SEALED).unlink(missing_ok=True)  # a sealed run reopened for training goes back to a journal
 
     def update_meta(self, **values) -> None:
         write_json(self.path / "meta.json", {**self.meta, **values})
@@ -225,6 +281,7 @@ class RunStore:
         run = Run(self.root / config.experiment / f"{config.name}-{config.hash()}")
         run.path.parent.mkdir(parents=True, exist_ok=True)
         building = Path(tempfile.mkdtemp(dir=run.path.parent, prefix=f".{run.path.name}."))
+        building.chmod(0o777 & ~umask())  # mkdtemp makes it 0700
         write_json(building / "config.json", config.to_dict())
         try:
             os.rename(building, run.path)  # fails when run.path exists (it is never empty)

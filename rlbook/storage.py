@@ -41,12 +41,27 @@ def reference_root() -> Path:
     return REPO_ROOT / "data" / "runs"
 
 
-def write_atomic(path: Path, text: str) -> None:
+def umask() -> int:
+    """The process's umask (read by setting it, then putting it back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def write_atomic(path: Path, data: str | bytes) -> None:
+    """Write a file whole or not at all (write_atomic_with)."""
+    write_atomic_with(path, lambda f: f.write(data.encode() if isinstance(data, str) else data))
+
+
+def write_atomic_with(path: Path, write) -> None:
+    """Make a file whole or not at all: `write(file)` fills a temporary file beside it (binary, `.<name>.<random>`),
+    which is given the mode a plain open() would under the umask (it was made 0600), fsynced, then renamed."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", delete=False) as tmp:
+    with tempfile.NamedTemporaryFile("wb", dir=path.parent, prefix=f".{path.name}.", delete=False) as tmp:
         try:
-            tmp.write(text)
+            write(tmp)
             tmp.flush()
+            os.fchmod(tmp.fileno(), 0o666 & ~umask())
             os.fsync(tmp.fileno())
         except BaseException:
             os.unlink(tmp.name)
@@ -56,6 +71,11 @@ def write_atomic(path: Path, text: str) -> None:
     except BaseException:
         os.unlink(tmp.name)
         raise
+
+
+def leftovers(directory: Path) -> list[Path]:
+    """The temporary files of writes a killed process left in a directory (write_atomic's `.<name>.<random>`)."""
+    return [p for p in directory.glob(".*.*") if p.is_file()]
 
 
 def write_json(path: Path, value) -> None:

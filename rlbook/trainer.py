@@ -17,6 +17,7 @@ from functools import partial
 
 import torch
 
+from . import checkpoint
 from .advantages import group_advantages, zero_variance_fraction
 from .config import RunConfig
 from .evaluate import completion_budget, evaluation_problems, evaluation_row
@@ -127,16 +128,21 @@ def save_state(run: Run, model, optimizer, update: int, batches, generator, snap
     trainable = {name: p.detach() for name, p in model.named_parameters() if p.requires_grad}
     extra = {} if snapshot is None else {"snapshot": snapshot}  # sync_every != 1: the generator's frozen weights
     run.write_state({"update": update, "model": trainable, "optimizer": optimizer.state_dict(),
-                     "queue": list(batches), "generator": generator.get_state(), **extra})
+                     "queue": [vars(batch) for batch in batches], "generator": generator.get_state(),
+                     "generator_device": generator.device.type, **extra})
 
 
 def resume(run: Run, model, optimizer, generator) -> tuple[int, deque, dict | None]:
     """Restore what save_state saved (weights, optimizer, random stream) and return (update, queued batches, the
     semi-online snapshot); (0, empty, None) for a run without a checkpoint. The trainable weights must be exactly this
     model's trainable parameters."""
-    state, path = run.read_state(), run.path / "state.pt"
+    state, path = run.read_state(next(model.parameters()).device), checkpoint.location(run.path)
     if state is None:
         return 0, deque(), None
+    if state.get("generator_device", "cpu") != generator.device.type:  # a CPU stream never goes into a CUDA generator
+        raise CorruptRunError(f"{path}: its random stream is a {state.get('generator_device', 'cpu')} generator's and "
+                              f"this run samples on {generator.device.type}, so it cannot continue the same stream; "
+                              f"resume it where it was made, or delete the run's directory to train it anew")
     expected = {name for name, p in model.named_parameters() if p.requires_grad}
     missing, unexpected = sorted(expected - state["model"].keys()), sorted(state["model"].keys() - expected)
     if missing or unexpected:
@@ -148,7 +154,7 @@ def resume(run: Run, model, optimizer, generator) -> tuple[int, deque, dict | No
         generator.set_state(state["generator"])
     except (RuntimeError, ValueError, TypeError, KeyError) as error:
         raise CorruptRunError(f"{path} does not fit this run ({str(error).splitlines()[0]}); {UNTOUCHED}") from None
-    return state["update"], deque(state["queue"]), state.get("snapshot")
+    return state["update"], deque(Rollout(**batch) for batch in state["queue"]), state.get("snapshot")
 
 
 def train(config: RunConfig, run: Run, progress: bool = True) -> None:
@@ -204,4 +210,4 @@ def train(config: RunConfig, run: Run, progress: bool = True) -> None:
             run.update_meta(updates=update, wall_time_s=round(time.time() - start_time, 1))
     bar.close()
     save_state(run, model, optimizer, update, queue.batches, sampler.generator, source.snapshot)
-    run.update_meta(complete=True, updates=update, wall_time_s=round(time.time() - start_time, 1))
+    run.finish(updates=update, wall_time_s=round(time.time() - start_time, 1))

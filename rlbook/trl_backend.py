@@ -250,7 +250,7 @@ def _train(config: RunConfig, run: Run, store: RunStore, progress: bool) -> None
         trainer.remove_callback(PrinterCallback)  # rows go to metrics.jsonl, not to stdout
         trainer.train()
     recorder.close()
-    run.update_meta(complete=True, updates=config.total_updates, wall_time_s=round(time.time() - recorder.start, 1))
+    run.finish(updates=config.total_updates, wall_time_s=round(time.time() - recorder.start, 1))
 
 
 class MetricsRecorder(TrainerCallback):

@@ -7,6 +7,7 @@ forkserver that imported rlbook once: a fresh `python -m rlbook` spends about 7 
 on a loaded 2-core machine, and eleven of them would not fit the time budget. The Ctrl-C case runs the real
 `python -m rlbook train` command. RLBOOK_THREADS=1 throughout (and one torch thread in this process).
 """
+import json
 import multiprocessing
 import os
 import random
@@ -105,14 +106,14 @@ def test_ctrl_c_in_the_command_line_says_where_to_resume(tmp_path):
 def corrupt(name: str, run_path: Path) -> str:
     """Damage one file of a run the way a crash or a disk could; return what the error must name."""
     path = run_path / name
+    if name in ("metrics.parquet", "state.safetensors"):  # binary: cut in half
+        path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+        return str(path)
     if name == "metrics.jsonl":
         lines = path.read_text().splitlines(keepends=True)
         lines[len(lines) // 2] = lines[len(lines) // 2][:7] + "\n"
         path.write_text("".join(lines))
         return f"{path} line {len(lines) // 2 + 1}"
-    if name == "state.pt":
-        path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
-        return str(path)
     path.write_text(path.read_text()[:-5])
     return str(path)
 
@@ -121,7 +122,7 @@ def snapshot(root: Path) -> dict:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-@pytest.mark.parametrize("name", ["config.json", "metrics.jsonl", "meta.json", "state.pt"])
+@pytest.mark.parametrize("name", ["config.json", "metrics.parquet", "meta.json", "state.safetensors"])
 @pytest.mark.parametrize("complete", [True, False])
 def test_a_corrupt_file_is_named_and_nothing_changes(tmp_path, capsys, name, complete):
     """The same command on a damaged run (finished, or interrupted and to be resumed) is one error naming the
@@ -135,13 +136,13 @@ def test_a_corrupt_file_is_named_and_nothing_changes(tmp_path, capsys, name, com
     argv = ARGV + ["--total-updates", "6", "--checkpoint-every", "2", "--runs-dir", str(tmp_path)]
     status = main(argv)
     err = capsys.readouterr().err
-    if name == "state.pt" and complete:  # a finished run replays from its rows: the checkpoint is not read
+    if name == "state.safetensors" and complete:  # a finished run replays from its rows: the checkpoint is not read
         assert status == 0
     else:
         assert status == 2 and named in err and len(err.splitlines()) == 1, err
     listing = main(["runs", "--runs-dir", str(tmp_path)])
     err = capsys.readouterr().err
-    if name in ("config.json", "metrics.jsonl", "meta.json"):
+    if name in ("config.json", "metrics.parquet", "meta.json"):
         assert listing == 2 and named.split(" line ")[0] in err, err
     assert snapshot(tmp_path) == before
 
@@ -150,8 +151,9 @@ def test_resume_requires_every_row_up_to_the_checkpoint(tmp_path, capsys):
     config = RunConfig(**{**SETTINGS, "total_updates": 6, "checkpoint_every": 2})
     run = run_or_load(config, RunStore(tmp_path), progress=False, references=False)
     run.update_meta(complete=False)
-    rows = (run.path / "metrics.jsonl").read_text().splitlines(keepends=True)
-    (run.path / "metrics.jsonl").write_text("".join(rows[:3]))  # rows 0-2 of 0-6; the checkpoint is at 6
+    rows = run.metrics
+    (run.path / "metrics.parquet").unlink()  # back to a journal of rows 0-2 of 0-6; the checkpoint is at 6
+    (run.path / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows[:3]))
     before = snapshot(tmp_path)
     status = main(ARGV + ["--total-updates", "6", "--checkpoint-every", "2", "--runs-dir", str(tmp_path)])
     err = capsys.readouterr().err
@@ -160,18 +162,16 @@ def test_resume_requires_every_row_up_to_the_checkpoint(tmp_path, capsys):
 
 
 def test_a_checkpoint_of_another_model_is_refused(tmp_path, capsys):
-    """Strict state keys: a state.pt whose trainable weights are not this model's names the missing keys."""
-    import torch
-
+    """Strict state keys: a checkpoint whose trainable weights are not this model's names the missing keys."""
     config = RunConfig(**{**SETTINGS, "total_updates": 4, "checkpoint_every": 2})
     run = run_or_load(config, RunStore(tmp_path), progress=False, references=False)
     run.update_meta(complete=False)
-    state = torch.load(run.path / "state.pt", weights_only=False)
+    state = run.read_state()
     dropped = sorted(state["model"])[0]
     del state["model"][dropped]
-    torch.save(state, run.path / "state.pt")
+    run.write_state(state)
     before = snapshot(tmp_path)
     status = main(ARGV + ["--total-updates", "4", "--checkpoint-every", "2", "--runs-dir", str(tmp_path)])
     err = capsys.readouterr().err
-    assert status == 2 and "missing keys" in err and dropped in err and str(run.path / "state.pt") in err, err
+    assert status == 2 and "missing keys" in err and dropped in err and str(run.path / "state.safetensors") in err, err
     assert snapshot(tmp_path) == before

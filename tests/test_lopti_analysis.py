@@ -88,6 +88,7 @@ def test_accuracy_by_people_is_cached_in_the_run(tmp_path, monkeypatch):
     assert len(calls) == 1 and first == second and first["by_people"] == {2: 0.5, 3: 0.25}
     assert la.run_accuracy_by_people(run, compute=False) == first  # once cached, the book reads it
     assert json.loads((run.path / la.CACHE).read_text())["source"] == "state.pt"
+    run.append({"update": 4, "eval_greedy_acc": 0.5})
     run.update_meta(updates=4)  # a longer run: the cache is stale and recomputed
     la.run_accuracy_by_people(run)
     assert len(calls) == 2

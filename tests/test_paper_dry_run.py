@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 
 import pytest
-import torch
 
 import rlbook.trainer
 from rlbook.experiments import BASE, grpo_from_scratch
@@ -49,7 +48,7 @@ def test_paper_profile_dry_run(tmp_path, monkeypatch):
         assert math.isfinite(row["loss"]) and math.isfinite(row["grad_norm"]) and row["response_len"] > 0
     assert all(row["grad_norm"] > 0 for row in rows[1:]), rows  # the backward through 28 layers ran
     assert "eval_greedy_acc" in rows[2]
-    state = torch.load(run.path / "state.pt", weights_only=False)
+    state = run.read_state()
     lora_a = [t for name, t in state["model"].items() if "lora_A" in name]
     assert len(lora_a) == 28 * 7 and all(t.shape[0] == 64 for t in lora_a)  # rank 64 on every linear layer
     peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 2**30

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import torch
 
+from rlbook.checkpoint import location
 from rlbook.config import RunConfig
 from rlbook.obtain import run_or_load
 from rlbook.runs import RunStore
@@ -23,9 +24,9 @@ def trained(tmp_path, experiment, **changes):
 
 def test_a_run_no_chapter_reads_the_weights_of_ships_no_checkpoint(tmp_path):
     run = trained(tmp_path, "02_drift_ladder")
-    assert (run.path / "state.pt").exists()
+    assert location(run.path) is not None
     reference_runs.ship(run)
-    assert not (run.path / "state.pt").exists() and run.complete and len(run.metrics) == 3
+    assert location(run.path) is None and run.complete and len(run.metrics) == 3
 
 
 def test_a_run_chapter_4_reads_keeps_only_its_final_weights_and_its_accuracy_by_size(tmp_path):
@@ -54,9 +55,9 @@ def test_train_and_ship_ships_what_it_trains_and_leaves_a_stored_run_as_committe
     store = RunStore(tmp_path)
     config = RunConfig(experiment="02_drift_ladder", **TINY)
     run = reference_runs.train_and_ship(config, store)
-    assert run.complete and not (run.path / "state.pt").exists()
+    assert run.complete and location(run.path) is None
     committed = run_or_load(RunConfig(experiment="02_drift_ladder", seed=1, **TINY), store, progress=False,
                             references=False)
-    assert (committed.path / "state.pt").exists()
+    assert location(committed.path) is not None
     assert reference_runs.train_and_ship(committed.config, store).path == committed.path
-    assert (committed.path / "state.pt").exists()  # stored finished before: untouched
+    assert location(committed.path) is not None  # stored finished before: untouched

@@ -197,5 +197,5 @@ def test_an_interrupted_replay_run_resumes_exactly(tmp_path, monkeypatch):
         interrupt_on_append(m, 6)  # while writing update 5's row; the checkpoint is at update 4
         with pytest.raises(KeyboardInterrupt):
             train(config, tmp_path / "store")
-    assert torch.load(RunStore(tmp_path / "store").find(config).path / "state.pt", weights_only=False)["update"] == 4
+    assert RunStore(tmp_path / "store").find(config).read_state()["update"] == 4
     assert untimed(train(config, tmp_path / "store").metrics) == reference

@@ -121,7 +121,7 @@ def test_append_truncate_and_series(tmp_path):
 
 
 def test_metrics_read_from_memory_follow_every_change_to_the_file(tmp_path):
-    run = fake_run(RunStore(tmp_path), tiny(), rows=3, complete=True)
+    run = fake_run(RunStore(tmp_path), tiny(), rows=3, complete=False)  # a run in training: its journal grows
     first = run.metrics
     first.clear()  # a caller's list is its own: the next read is whole
     assert [r["update"] for r in run.metrics] == [1, 2, 3]
@@ -206,7 +206,7 @@ def test_meta_of_a_finished_run(tmp_path):
     assert isinstance(meta["wall_time_s"], (int, float)) and 0 <= meta["wall_time_s"] < 600
     assert meta["resumed_at"] is None
     assert {"python", "transformers", "cpu_count", "host"} <= meta.keys()
-    assert sorted(os.listdir(run.path)) == ["config.json", "meta.json", "metrics.jsonl", "state.pt"]
+    assert sorted(os.listdir(run.path)) == ["config.json", "meta.json", "metrics.parquet", "state.safetensors"]  # sealed
     assert json.loads((run.path / "config.json").read_text()) == config.to_dict()
 
 

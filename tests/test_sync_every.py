@@ -1,6 +1,5 @@
 """Semi-online sync interval (RunConfig.sync_every): lags cycle 0..s-1, s=1 is today's run, exact resume mid-cycle."""
 import pytest
-import torch
 
 from rlbook.config import RunConfig
 from rlbook.runs import RunStore
@@ -41,7 +40,7 @@ def test_resume_mid_cycle_matches_uninterrupted(tmp_path, monkeypatch, sync_ever
         with pytest.raises(KeyboardInterrupt):
             train(config, tmp_path / "store")
     run = RunStore(tmp_path / "store").find(config)
-    assert torch.load(run.path / "state.pt", weights_only=False)["update"] == 4
+    assert run.read_state()["update"] == 4
     assert untimed(train(config, tmp_path / "store").metrics) == reference
 
 

@@ -179,7 +179,7 @@ def test_resume_matches_uninterrupted(tmp_path, monkeypatch, shaped, changes, in
     assert run is not None and not run.complete and run.meta["complete"] is False
     assert [r["update"] for r in run.metrics] == list(range(interrupt_at))
     assert len(per_update(run.metrics)) == interrupt_at - 1 <= 5
-    assert torch.load(run.path / "state.pt", weights_only=False)["update"] == 4
+    assert run.read_state()["update"] == 4
 
     resumed = train(config, tmp_path / "store")
     assert resumed.path == run.path
@@ -210,7 +210,7 @@ def test_resume_before_first_checkpoint(tmp_path, monkeypatch, shaped):
         with pytest.raises(KeyboardInterrupt):
             train(config, tmp_path / "store")
     run = RunStore(tmp_path / "store").find(config)
-    assert not (run.path / "state.pt").exists() and [r["update"] for r in run.metrics] == [0, 1, 2]
+    assert run.read_state() is None and [r["update"] for r in run.metrics] == [0, 1, 2]
     assert untimed(train(config, tmp_path / "store").metrics) == reference
 
 
@@ -410,7 +410,7 @@ def test_full_finetune_trains_every_parameter(tmp_path, monkeypatch, shaped):
     assert trained.keys() == initial.keys() and not any("lora" in name for name in trained)
     unchanged = [name for name, p in trained.items() if torch.equal(p.detach(), initial[name].detach())]
     assert unchanged == []
-    state = torch.load(run.path / "state.pt", weights_only=False)
+    state = run.read_state()
     assert state["model"].keys() == trained.keys() and state["update"] == 2
 
 
@@ -425,7 +425,7 @@ def test_lora_keeps_base_weights(tmp_path, monkeypatch, shaped):
     assert lora and all(trained[name].requires_grad == (name in lora) for name in trained)
     for name, p in trained.items():
         assert torch.equal(p.detach(), initial[name].detach()) != (name in lora), name
-    state = torch.load(run.path / "state.pt", weights_only=False)
+    state = run.read_state()
     assert set(state["model"]) == lora
 
 

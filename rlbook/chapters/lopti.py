@@ -11,6 +11,7 @@ from collections import defaultdict
 import torch
 
 from .. import stats
+from ..checkpoint import location, read_weights
 from ..advantages import group_advantages
 from ..config import RunConfig
 from ..evaluate import accuracy, completion_budget, evaluation_problems
@@ -56,12 +57,11 @@ def variant_of(config: RunConfig) -> str:
 # ---- accuracy by number of people ----
 
 def load_trained_policy(run):
-    """The run's final policy: its config's starting policy plus the trainable (LoRA) weights of its state.pt."""
+    """The run's final policy: its config's starting policy plus the trainable (LoRA) weights of its checkpoint."""
     model, tokenizer = init_policy(run.config, RunStore(run.path.parent.parent), progress=False)
-    state = torch.load(run.path / "state.pt", weights_only=False, map_location="cpu")
-    result = model.load_state_dict(state["model"], strict=False)  # the frozen base weights are not in state.pt
+    result = model.load_state_dict(read_weights(run.path), strict=False)  # the frozen base weights are not stored
     if result.unexpected_keys:
-        raise ValueError(f"{run.path}/state.pt has weights this model lacks: {result.unexpected_keys[:3]}")
+        raise ValueError(f"{location(run.path)} has weights this model lacks: {result.unexpected_keys[:3]}")
     return model, tokenizer
 
 
@@ -96,7 +96,7 @@ def run_accuracy_by_people(run, compute: bool = True) -> dict:
         return {**cached, "by_people": {int(n): a for n, a in cached["by_people"].items()}}
     greedy = run.series("eval_greedy_acc")[1]
     overall = greedy[-1] if greedy else float("nan")
-    if not (run.path / "state.pt").exists():
+    if location(run.path) is None:
         return {"by_people": None, "overall": overall, "source": "metrics",
                 "note": "no state.pt (a reference run): final overall accuracy only"}
     if not compute:
