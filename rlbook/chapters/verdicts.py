@@ -89,6 +89,12 @@ def quoted_verdict(signatures: list[Signature], *words: str, absent_ok: bool = F
     return UNDECIDED if row is None or row.verdict == NO_RUNS else row.verdict
 
 
+def settings_where(signatures: list[Signature], word: str, verdict: str) -> str:
+    """Where a per-setting claim (claims of the form "<setting>: <claim>", e.g. the drift ladder's rungs) has
+    `verdict`: the settings of every signature whose claim holds `word`, joined by "; ", or "none"."""
+    return "; ".join(s.claim.split(":")[0] for s in signatures if word in s.claim and s.verdict == verdict) or "none"
+
+
 def _better(claim: str, paper: str, better, worse, what: str) -> Signature:
     """The paper says runs `better` score above runs `worse`: their seed-mean difference and its verdict."""
     if not (better and worse):
