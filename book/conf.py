@@ -40,3 +40,42 @@ html_copy_source = False
 # MathJax 3 (npm package mathjax, copied into _static/mathjax by rlbook.book): SVG output, no web fonts to load
 mathjax_path = "mathjax/tex-svg-full.js"
 mathjax3_config = {"options": {"enableMenu": False}}
+
+
+# Every "arXiv 2402.03300" the pages write (prose, tables, outputs) links to the paper's abstract page.
+import re  # noqa: E402
+
+from docutils import nodes  # noqa: E402
+from sphinx.transforms import SphinxTransform  # noqa: E402
+
+ARXIV = re.compile(r"arXiv:? ?(\d{4}\.\d{4,5})")
+NOT_PROSE = (nodes.reference, nodes.literal, nodes.literal_block, nodes.raw, nodes.math, nodes.math_block,
+             nodes.comment)
+
+
+class ArxivLinks(SphinxTransform):
+    default_priority = 500
+
+    def apply(self):
+        for text in list(self.document.findall(nodes.Text)):
+            parent = text.parent
+            if parent is None or any(isinstance(node, NOT_PROSE) for node in _ancestors(parent)):
+                continue
+            source, pieces, start = str(text), [], 0
+            for match in ARXIV.finditer(source):
+                pieces.append(nodes.Text(source[start:match.start()]))
+                pieces.append(nodes.reference(match[0], match[0], refuri=f"https://arxiv.org/abs/{match[1]}"))
+                start = match.end()
+            if pieces:
+                pieces.append(nodes.Text(source[start:]))
+                parent.replace(text, [piece for piece in pieces if piece.astext()])
+
+
+def _ancestors(node):
+    while node is not None:
+        yield node
+        node = node.parent
+
+
+def setup(app):
+    app.add_transform(ArxivLinks)

@@ -10,9 +10,13 @@ The default profile, `reference`, replays the stored reference runs (data/runs) 
 (chapter 5 trains a tiny demonstration trajectory once, then replays it): the book readers get, on any machine.
 Any other profile trains what is not stored (each notebook prints its plan first).
 
-The site's sources are book/ (Sphinx configuration, landing page, references, styles, the explorers' script). MathJax
-3 comes from the npm registry (`npm pack`, once, kept in build/vendor) and plotly.js from the plotly package; both
-are copied into the site.
+Each chapter notebook becomes its chapter page and, where cells are tagged `companion`, a companion page holding
+what the chapter's story leaves out; each chapter page also gets a slide deck (rlbook.deck, build/html/decks/). A
+chapter whose notebook is missing or failed is never published: the build stops and names it.
+
+The site's sources are book/ (Sphinx configuration, landing page, lecture plans, references, styles). MathJax 3 and
+reveal.js come from the npm registry (`npm pack`, once, kept in build/vendor) and plotly.js from the plotly package;
+all are copied into the site.
 """
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ import argparse
 import copy
 import json
 import os
+import re
 import shutil
 import subprocess
 import tarfile
@@ -32,7 +37,8 @@ from .profiles import PROFILES, REFERENCE
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS, BOOK, BUILD = ROOT / "notebooks", ROOT / "book", ROOT / "build"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
-MATHJAX = "mathjax@3.2.2"  # es5/tex-svg-full.js: one file, glyphs as SVG paths (no web fonts to load from disk)
+MATHJAX = "mathjax@3.2.2"
+MATHJAX_FILE = "es5/tex-svg-full.js"  # one file, glyphs as SVG paths (no web fonts to load from disk)
 
 
 # Seconds: a cell of the smoke or reference profile (CI, `make book`) that runs longer is a hang, not work (CI must not
@@ -90,7 +96,7 @@ def execute(notebook: Path, out: Path, profile: str) -> float:
 def for_the_page(notebook: dict) -> dict:
     """An executed notebook as the book shows it: no stderr (progress bars, warnings), no ipywidgets views (a page
     has no kernel: each explorer's in-page replay and static figure stand beside it), papermill's injected cell
-    hidden."""
+    hidden, and a number "mean ± error" in a table never broken across lines."""
     notebook = copy.deepcopy(notebook)
     notebook["metadata"].pop("widgets", None)
     for cell in notebook["cells"]:
@@ -101,39 +107,116 @@ def for_the_page(notebook: dict) -> dict:
             continue
         cell["outputs"] = [o for o in cell["outputs"] if not (o["output_type"] == "stream" and o["name"] == "stderr")
                            and WIDGET_VIEW not in o.get("data", {})]
+        for output in cell["outputs"]:
+            if "text/markdown" in output.get("data", {}):
+                text = "".join(output["data"]["text/markdown"])
+                output["data"]["text/markdown"] = re.sub(r"(\S) ± (\S)", "\\1\u00a0±\u00a0\\2", text)
     return notebook
 
 
-def mathjax() -> Path:
-    """MathJax's single-file TeX-to-SVG bundle, fetched once from the npm registry into build/vendor."""
-    target = BUILD / "vendor" / MATHJAX / "tex-svg-full.js"
-    if not target.exists():
-        target.parent.mkdir(parents=True, exist_ok=True)
+COMPANION = "companion"  # a cell tag: the cell stands on its chapter's companion page, not on the chapter page
+
+
+def title(notebook: dict) -> str:
+    """A notebook's title: the text of its first markdown heading of level 1."""
+    for cell in notebook["cells"]:
+        for line in "".join(cell["source"]).splitlines():
+            if cell["cell_type"] == "markdown" and line.startswith("# "):
+                return line[2:].strip()
+    raise ValueError("the notebook has no title (a markdown line starting '# ')")
+
+
+def markdown_cell(text: str, cell_id: str) -> dict:
+    return {"cell_type": "markdown", "id": cell_id, "metadata": {}, "source": text}
+
+
+def pages(notebook: dict, stem: str) -> dict[str, dict]:
+    """The book's pages of one executed chapter notebook, {page name: notebook}: the chapter page, under its title a
+    line linking its slide deck, its lecture plan and its companion page; and, where cells are tagged COMPANION, the
+    companion page <stem>_companion: those cells (the first holds its title) and the hidden cells whose output the
+    text quotes (glue), under a line linking back to the chapter."""
+    page = for_the_page(notebook)
+    tagged = lambda cell: COMPANION in cell["metadata"].get("tags", [])
+    hidden = lambda cell: "remove-cell" in cell["metadata"].get("tags", [])
+    companion = [cell for cell in page["cells"] if tagged(cell)]
+    links = [f'<a href="decks/{stem}.html">slides</a>', f'<a href="teaching.html#lecture-{stem}">lecture plan</a>']
+    if companion:
+        links.append(f'<a href="{stem}_companion.html">companion page</a> (more runs and figures)')
+    chapter = {**page, "cells": [cell for cell in page["cells"] if not tagged(cell)]}
+    chapter["cells"].insert(1, markdown_cell(f'<p class="rlbook-teaching">For teaching: {" · ".join(links)}</p>',
+                                                 "rlbook-teaching-links"))
+    if not companion:
+        return {stem: chapter}
+    back = markdown_cell(f'<p class="rlbook-teaching">The companion page of <a href="{stem}.html">{title(page)}</a>: '
+                         "what the chapter page leaves out of its story.</p>", "rlbook-companion-of")
+    rest = [cell for cell in page["cells"] if hidden(cell) and not tagged(cell)]
+    return {stem: chapter, f"{stem}_companion": {**page, "cells": [companion[0], back, *companion[1:], *rest]}}
+
+
+def npm_files(package: str, members: tuple[str, ...]) -> Path:
+    """Files of an npm package (`npm pack package@version`, once) under build/vendor/<package>/; returns that folder."""
+    folder = BUILD / "vendor" / package
+    if not all((folder / member).exists() for member in members):
+        folder.mkdir(parents=True, exist_ok=True)
         try:
-            name = subprocess.run(["npm", "pack", MATHJAX, "--silent", "--pack-destination", str(target.parent)],
+            name = subprocess.run(["npm", "pack", package, "--silent", "--pack-destination", str(folder)],
                                   check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1]
         except (OSError, subprocess.CalledProcessError) as error:
-            raise SystemExit(f"the book typesets math with {MATHJAX} from the npm registry; `npm pack` failed "
-                             f"({error}): install Node.js and npm, or copy tex-svg-full.js to {target}") from None
-        with tarfile.open(target.parent / name) as archive:
-            target.write_bytes(archive.extractfile("package/es5/tex-svg-full.js").read())
-        (target.parent / name).unlink()
-    return target
+            raise SystemExit(f"the book takes {package} from the npm registry; `npm pack` failed ({error}): install "
+                             f"Node.js and npm, or copy {', '.join(members)} of that package into {folder}") from None
+        with tarfile.open(folder / name) as archive:
+            for member in members:
+                (folder / member).parent.mkdir(parents=True, exist_ok=True)
+                (folder / member).write_bytes(archive.extractfile(f"package/{member}").read())
+        (folder / name).unlink()
+    return folder
 
 
 def static_assets(static: Path) -> None:
-    """MathJax and plotly.js into the site's _static/: every script a page loads is on disk."""
+    """MathJax, plotly.js and reveal.js (the decks) into the site's _static/: every script a page loads is on disk."""
     import plotly
 
+    from .deck import REVEAL, REVEAL_FILES
+
     (static / "mathjax").mkdir(parents=True, exist_ok=True)
-    shutil.copy2(mathjax(), static / "mathjax" / "tex-svg-full.js")
+    shutil.copy2(npm_files(MATHJAX, (MATHJAX_FILE,)) / MATHJAX_FILE, static / "mathjax" / "tex-svg-full.js")
     shutil.copy2(Path(plotly.__file__).parent / "package_data" / "plotly.min.js", static / "plotly.min.js")
+    reveal = npm_files(REVEAL, REVEAL_FILES)
+    for member in REVEAL_FILES:
+        (static / "reveal" / member).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(reveal / member, static / "reveal" / member)
+
+
+class NotPublished(RuntimeError):
+    """A chapter the book refuses to publish: its executed notebook is missing, or one of its cells failed."""
+
+
+def failure(path: Path) -> str | None:
+    """Why the executed notebook at `path` cannot be a page (missing, or a cell that raised: its error), or None."""
+    if not path.exists():
+        return f"{path.stem}: not executed (no {path})"
+    notebook = json.loads(path.read_text())
+    for cell in notebook["cells"]:
+        for output in cell.get("outputs", []):
+            if output["output_type"] == "error":
+                return (f"{path.stem}: cell {cell.get('execution_count')} raised {output['ename']}: "
+                        f"{output['evalue']}".strip())
+    if notebook["metadata"].get("papermill", {}).get("exception"):
+        return f"{path.stem}: its execution stopped with an error (papermill), see {path}"
+    return None
 
 
 def build_site(executed: list[Path], figures: Path, out: Path | None = None) -> Path:
-    """Render executed notebooks, book/ and the figures into a static site; returns its index.html."""
+    """Render executed notebooks, book/ and the figures into a static site; returns its index.html. A chapter whose
+    executed notebook is missing or holds an error is never published: NotPublished names it, and nothing is
+    written."""
     from sphinx.cmd.build import build_main
 
+    from .deck import write_decks
+
+    failures = [reason for reason in map(failure, executed) if reason]
+    if failures:
+        raise NotPublished("; ".join(failures))
     out = out or BUILD / "html"
     source = out.parent / "site-src"
     shutil.rmtree(source, ignore_errors=True)
@@ -142,15 +225,21 @@ def build_site(executed: list[Path], figures: Path, out: Path | None = None) -> 
     if figures.exists():
         shutil.copytree(figures, source / "figures", ignore=shutil.ignore_patterns("*.svg"))
     shutil.copytree(ROOT / "rlbook", source / "rlbook", ignore=shutil.ignore_patterns("__pycache__"))  # literalinclude
+    chapters = {}
     for path in executed:
-        (source / path.name).write_text(json.dumps(for_the_page(json.loads(path.read_text())), indent=1))
+        for name, page in pages(json.loads(path.read_text()), path.stem).items():
+            (source / f"{name}.ipynb").write_text(json.dumps(page, indent=1))
+            chapters.setdefault(path.stem, page)  # the chapter page comes first
     shutil.rmtree(out, ignore_errors=True)
     if build_main(["-b", "html", "-q", "-j", "1", str(source), str(out)]) != 0:
         raise RuntimeError(f"sphinx-build failed for {source}")
+    write_decks(chapters, (BOOK / "index.md").read_text(), figures, out)
     return out / "index.html"
 
 
 def main(argv: list[str] | None = None) -> int:
+    from papermill.exceptions import PapermillExecutionError
+
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--profile", default=REFERENCE, choices=[REFERENCE, "auto", *PROFILES],
                         help="reference (default): replay the stored reference runs, train nothing; any other profile "
@@ -167,9 +256,17 @@ def main(argv: list[str] | None = None) -> int:
         if args.render_only:
             continue
         print(f"[{i}/{len(notebooks)}] {notebook.stem} (profile {profile}) ...", flush=True)
-        print(f"[{i}/{len(notebooks)}] {notebook.stem} done in {execute(notebook, out, profile):.0f} s", flush=True)
+        try:
+            seconds = execute(notebook, out, profile)
+        except PapermillExecutionError as error:
+            raise SystemExit(f"book not published: chapter {notebook.stem} failed at cell {error.exec_count}: "
+                             f"{error.ename}: {error.evalue} (the executed notebook: {out})") from None
+        print(f"[{i}/{len(notebooks)}] {notebook.stem} done in {seconds:.0f} s", flush=True)
     tic = time.time()
-    index = build_site([p for p in executed if p.exists()], BUILD / "figures")
+    try:
+        index = build_site(executed, BUILD / "figures")
+    except NotPublished as error:
+        raise SystemExit(f"book not published: {error}") from None
     print(f"book: {index} (rendered in {time.time() - tic:.0f} s), figures in {BUILD / 'figures'}")
     return 0
 

@@ -6,6 +6,7 @@ Every page loads with no failed and no off-machine request, its formulas are typ
 table, each chapter shows its verdict table as an HTML table with a verdict column, each interactive replay changes
 its figure when a control moves, every figure in a chapter has a caption, every verdict the prose quotes is decided
 by the stored runs, and a screenshot of each page is saved under build/screenshots/."""
+import json
 import re
 import os
 import shutil
@@ -191,3 +192,196 @@ def test_every_verdict_the_prose_quotes_is_decided_by_the_stored_runs(site):
     quoting_nothing = [notebook.stem for notebook in NOTEBOOKS
                        if UNDECIDED in (site / f"{notebook.stem}.html").read_text()]
     assert not quoting_nothing, f"pages quoting a verdict no stored run decides: {quoting_nothing}"
+
+
+PROJECTOR = {"width": 1024, "height": 768}
+# Chapters whose page still tells more than one story (issue 41, item 1): their restructuring waits for the science
+# issue that is changing their verdicts. Remove a chapter from here once its page is one story.
+SEVERAL_STORIES = {"02_staleness", "03_clip_vs_mask", "04_lopti", "07_semi_online"}
+MAX_SCREENS = 15.5  # a chapter page, at 1,024 x 768
+
+
+def test_the_build_refuses_a_missing_or_failed_chapter(tmp_path, monkeypatch):
+    """`--render-only` with a chapter never executed, or executed with a failing cell, publishes nothing and names the
+    chapter (and the error)."""
+    monkeypatch.setattr(book, "BUILD", tmp_path)
+    with pytest.raises(SystemExit) as refused:
+        book.main(["--render-only", "--only", "01_grpo_from_scratch"])
+    assert "01_grpo_from_scratch" in str(refused.value.code) and not (tmp_path / "html").exists()
+    failed = {"cells": [{"cell_type": "code", "execution_count": 3, "metadata": {}, "source": "1 +", "outputs": [
+        {"output_type": "error", "ename": "SyntaxError", "evalue": "invalid syntax", "traceback": []}]}],
+        "metadata": {"papermill": {"exception": True}}, "nbformat": 4, "nbformat_minor": 5}
+    (tmp_path / "executed").mkdir()
+    (tmp_path / "executed" / "01_grpo_from_scratch.ipynb").write_text(json.dumps(failed))
+    with pytest.raises(SystemExit) as refused:
+        book.main(["--render-only", "--only", "01_grpo_from_scratch"])
+    assert "01_grpo_from_scratch" in str(refused.value.code) and "SyntaxError" in str(refused.value.code)
+    assert not (tmp_path / "html").exists()
+
+
+def test_the_build_stops_at_a_chapter_that_fails(tmp_path, monkeypatch):
+    """A notebook that raises while the book executes it stops the build, which names it; nothing is rendered."""
+    notebooks = tmp_path / "notebooks"
+    notebooks.mkdir()
+    broken = {"cells": [{"cell_type": "code", "execution_count": None, "id": "a", "metadata": {"tags": ["parameters"]},
+                         "source": "PROFILE = 'smoke'", "outputs": []},
+                        {"cell_type": "code", "execution_count": None, "id": "b", "metadata": {}, "source": "1 +",
+                         "outputs": []}],
+              "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+              "nbformat": 4, "nbformat_minor": 5}
+    (notebooks / "99_broken.ipynb").write_text(json.dumps(broken))
+    monkeypatch.setattr(book, "NOTEBOOKS", notebooks)
+    monkeypatch.setattr(book, "BUILD", tmp_path / "build")
+    with pytest.raises(SystemExit) as refused:
+        book.main(["--only", "99_broken"])
+    assert "99_broken" in str(refused.value.code) and "SyntaxError" in str(refused.value.code)
+    assert not (tmp_path / "build" / "html").exists()
+
+
+def main_text(page) -> str:
+    """What a reader reads on a page: prose, tables and printed outputs, not the code."""
+    return page.evaluate("""() => { const main = (document.querySelector('main') || document.body).cloneNode(true);
+        main.querySelectorAll('.cell_input, .highlight-python, .highlight-default').forEach(e => e.remove());
+        document.body.appendChild(main); const text = main.innerText; main.remove(); return text; }""")
+
+
+def test_nothing_scrolls_sideways_at_1024_px(site, browser):
+    """On a projector's 1,024 px: no page is wider than the window, and no code, output, table, figure or explorer is
+    wider than its box or than the page's column."""
+    for path in pages(site):
+        page = Visit(browser, path).page
+        page.set_viewport_size(PROJECTOR)
+        assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth"), path.name
+        wide = page.evaluate("""() => { const column = document.querySelector('main').getBoundingClientRect().right;
+            return Array.from(document.querySelectorAll(
+                'main pre, main .cell_output, main table, main img, main .rlbook-explorer, main .math'))
+              .filter(e => e.scrollWidth > e.clientWidth + 1 || e.getBoundingClientRect().right > column + 1)
+              .map(e => `${e.tagName.toLowerCase()} ${e.scrollWidth}px in ${e.clientWidth}px: ` +
+                        e.innerText.slice(0, 60)); }""")
+        assert not wide, f"{path.name} scrolls sideways at 1,024 px: {wide[:5]}"
+        page.close()
+
+
+@pytest.mark.parametrize("notebook", [pytest.param(p, marks=pytest.mark.xfail(
+    reason="one story per page is pending for this chapter (issue 41 item 1)")) if p.stem in SEVERAL_STORIES else p
+    for p in NOTEBOOKS], ids=[p.stem for p in NOTEBOOKS])
+def test_a_chapter_page_is_one_story_of_at_most_15_screens(site, browser, notebook):
+    """A chapter page fits about 15 screens of 1,024 x 768 and holds one verdict table; the rest stands on its
+    companion page, which the chapter page links."""
+    page = Visit(browser, site / f"{notebook.stem}.html").page
+    page.set_viewport_size(PROJECTOR)
+    screens = page.evaluate("() => document.documentElement.scrollHeight") / PROJECTOR["height"]
+    verdict_tables = page.eval_on_selector_all("main table", "tables => tables.filter(t => Array.from("
+                                               "t.querySelectorAll('th')).some(h => h.innerText.trim().toLowerCase() "
+                                               "=== 'verdict')).length")
+    page.close()
+    assert screens <= MAX_SCREENS, f"{notebook.stem}: {screens:.1f} screens of 768 px at 1,024 px"
+    assert verdict_tables == 1, f"{notebook.stem}: {verdict_tables} verdict tables"
+
+
+def test_companion_pages_link_both_ways(site, browser):
+    for companion in sorted(site.glob("*_companion.html")):
+        chapter = companion.name.replace("_companion", "")
+        page = Visit(browser, companion).page
+        assert chapter in page.eval_on_selector_all("main a", "links => links.map(a => a.getAttribute('href'))")
+        page.close()
+        page = Visit(browser, site / chapter).page
+        assert companion.name in page.eval_on_selector_all("main a", "a => a.map(l => l.getAttribute('href'))")
+        page.close()
+
+
+VERDICTS = {"reproduced", "not reproduced", "within noise", "no runs"}
+PYTHON_REPR = re.compile(r"\[\]|\['|\{'|\bNone\b|\[\d+(?:, \d+)+\]|\(\d+, \d+(?:, \d+)*\)")
+
+
+def test_chapters_speak_one_verdict_vocabulary_and_no_python(site, browser):
+    """Every verdict cell says reproduced, not reproduced, within noise (or no runs); no page's text shows a Python
+    value as Python prints it (None, a list, a tuple, a dict)."""
+    for path in sorted(site.glob("0*.html")):
+        page = Visit(browser, path).page
+        cells = page.evaluate("""() => Array.from(document.querySelectorAll('main table')).flatMap(t => {
+            const heads = Array.from(t.querySelectorAll('th')).map(h => h.innerText.trim().toLowerCase());
+            const column = heads.indexOf('verdict'); if (column < 0) return [];
+            return Array.from(t.querySelectorAll('tbody tr')).map(r => r.children[column].innerText.trim()); })""")
+        assert set(cells) <= VERDICTS, f"{path.name}: verdicts outside the vocabulary: {set(cells) - VERDICTS}"
+        text = main_text(page)
+        found = [text[max(m.start() - 40, 0):m.end() + 20] for m in PYTHON_REPR.finditer(text)]
+        assert not found, f"{path.name} shows Python values: {found[:4]}"
+        page.close()
+
+
+def test_chapter_titles_share_one_style_and_arxiv_references_are_links(site, browser):
+    for path in pages(site):
+        page = Visit(browser, path).page
+        if path.stem[:2].isdigit() and not path.stem.endswith("_companion"):
+            assert re.match(r"Chapter \d+\. \S", page.inner_text("main h1")), page.inner_text("main h1")
+        unlinked = page.evaluate("""() => { const walker = document.createTreeWalker(document.querySelector('main'),
+            NodeFilter.SHOW_TEXT); const found = [];
+            while (walker.nextNode()) { const node = walker.currentNode;
+              if (node.parentElement.closest('a, pre, code, .cell_input')) continue;
+              const m = node.textContent.match(/arXiv:? ?\\d{4}\\.\\d{4,5}|\\b\\d{4}\\.\\d{5}\\b/);
+              if (m) found.push(m[0]); }
+            return found; }""")
+        assert not unlinked, f"{path.name}: arXiv references that are not links: {unlinked}"
+        page.close()
+
+
+def test_landing_figures_are_readable_and_open_their_chapter_section(site, browser):
+    """Each headline figure on the landing page is shown at the column's width, its text as large as the body's, and
+    opens its chapter at the section it comes from."""
+    from rlbook.chapters import style
+
+    page = Visit(browser, site / "index.html").page
+    page.set_viewport_size(PROJECTOR)
+    body = page.evaluate("() => parseFloat(getComputedStyle(document.querySelector('main p')).fontSize)")
+    figures = page.eval_on_selector_all("main a > img", """imgs => imgs.map(i => ({href: i.closest('a')
+        .getAttribute('href'), scale: i.getBoundingClientRect().width / i.naturalWidth}))""")
+    page.close()
+    assert {f["href"].split("#")[0] for f in figures} >= {f"{p.stem}.html" for p in NOTEBOOKS}, figures
+    smallest = style.MIN_FONT_PT * style.STYLE["savefig.dpi"] / 72  # the saved PNGs' smallest text, in pixels
+    for figure in figures:
+        assert smallest * figure["scale"] >= 0.9 * body, f"{figure['href']}: text {smallest * figure['scale']:.1f} px"
+        target, anchor = figure["href"].split("#")
+        chapter = Visit(browser, site / target).page
+        assert chapter.query_selector(f"[id='{anchor}']"), f"{figure['href']}: no such section"
+        chapter.close()
+
+
+def test_every_chapter_links_its_deck_and_lecture_plan(site, browser):
+    teaching = Visit(browser, site / "teaching.html").page
+    plans = set(teaching.eval_on_selector_all("[id]", "elements => elements.map(e => e.id)"))
+    teaching.close()
+    for notebook in NOTEBOOKS:
+        page = Visit(browser, site / f"{notebook.stem}.html").page
+        links = page.eval_on_selector_all("main a", "links => links.map(a => a.getAttribute('href'))")
+        page.close()
+        assert f"decks/{notebook.stem}.html" in links and (site / "decks" / f"{notebook.stem}.html").exists()
+        plan = f"teaching.html#lecture-{notebook.stem}"
+        assert plan in links and plan.split("#")[1] in plans, f"{notebook.stem}: no lecture plan {plan}"
+
+
+def test_every_deck_steps_through_offline(site, browser):
+    """Each chapter's deck opens from disk with nothing asked of the network, every slide has words or a figure,
+    nothing on a slide runs off its edge, and the verdict slides' speaker notes carry numbers."""
+    for notebook in NOTEBOOKS:
+        visit = Visit(browser, site / "decks" / f"{notebook.stem}.html")
+        page = visit.page
+        page.set_viewport_size(PROJECTOR)
+        page.wait_for_function("() => window.Reveal && Reveal.isReady()", timeout=30_000)
+        total = page.evaluate("() => Reveal.getTotalSlides()")
+        assert 6 <= total <= 14, f"{notebook.stem}: {total} slides"
+        for index in range(total):
+            slide = page.evaluate(f"""() => {{ Reveal.slide({index}); const s = Reveal.getCurrentSlide();
+                const notes = s.querySelector('aside.notes'); const images = Array.from(s.querySelectorAll('img'));
+                const words = s.cloneNode(true); words.querySelectorAll('aside').forEach(a => a.remove());
+                return {{text: words.innerText.trim(), images: images.map(i => i.complete && i.naturalWidth > 0),
+                         fits: s.scrollHeight <= Reveal.getConfig().height + 2,
+                         notes: notes ? notes.innerText : '', title: (s.querySelector('h2') || {{}}).innerText}}; }}""")
+            assert len(slide["text"]) > 20 or (slide["images"] and all(slide["images"])), \
+                f"{notebook.stem} slide {index} is empty"
+            assert slide["fits"], f"{notebook.stem} slide {index} runs off the slide"
+            if (slide["title"] or "").startswith("The paper reports"):
+                assert re.search(r"\d", slide["notes"]), f"{notebook.stem} slide {index}: notes without numbers"
+        assert not visit.off_machine and not visit.failed and not visit.errors, \
+            (notebook.stem, visit.off_machine, visit.failed, visit.errors)
+        page.close()

@@ -9,6 +9,7 @@ import numpy as np
 from .. import stats
 from ..config import RunConfig
 from ..experiments import grpo_from_scratch
+from ..runset import provenance
 from ..trl_backend import ENGINE_OPTIONS
 from . import tables
 from .verdicts import gain
@@ -52,6 +53,11 @@ def backends_figure(rlbook_runs, trl_runs, metrics=("eval_greedy_acc", "reward")
         smoothed = "" if metric.startswith("eval") or window == 1 else f"\n(average of the last {window} updates)"
         ax.set(title=title(metric) + smoothed, xlabel="model updates", ylabel=axis_label(metric))
     return legend_below(fig, axes, ncols=2)
+
+
+def provenance_line(rlbook_runs, trl_runs) -> str:
+    """The provenance line of a figure of both trainers' runs: each trainer's seeds and the code that made them."""
+    return f"rlbook's trainer: {provenance(rlbook_runs)}. TRL's GRPOTrainer: {provenance(trl_runs)}"
 
 
 def score_table(rlbook_runs, trl_runs) -> str:

@@ -1,4 +1,5 @@
-"""Chapter 1 figures (GRPO, DeepSeekMath, arXiv 2402.03300): learning curves of one run."""
+"""Chapter 1 figures (GRPO, DeepSeekMath, arXiv 2402.03300): learning curves of one run, the clipped surrogate, and
+the run explorer (a metric and a seed)."""
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
@@ -20,6 +21,26 @@ def learning_curves(runs, metrics=("reward", "eval_greedy_acc", "entropy", "clip
         ax.remove()
     return legend_below(fig, axes.flat[0], ncols=3)
 
+
+def run_explorer(runs, metrics=("eval_greedy_acc", "eval_sampled_acc", "reward", "entropy", "zero_std_frac")):
+    """Explorer: pick a metric (drop-down) and a seed (slider); that seed's run is drawn over the other seeds (grey)."""
+    from .explorer import Control, Explorer, line
+
+    by_seed = {run.config.seed: run for run in runs}
+
+    def view(metric, seed):
+        others = [line(*run.series(metric), f"seed {s}", "0.75", showlegend=False)
+                  for s, run in by_seed.items() if s != seed]
+        chosen = line(*by_seed[seed].series(metric), f"seed {seed}", "C0", markers=metric.startswith("eval"))
+        return {"data": [*others, chosen], "layout": {"title": {"text": f"{title(metric)}: seed {seed}"},
+                                                       "xaxis": {"title": {"text": "model updates"}},
+                                                       "yaxis": {"title": {"text": axis_label(metric)}}}}
+
+    controls = [Control("metric", "metric", list(metrics), labels={m: title(m) for m in metrics}),
+                Control("seed", "seed", sorted(by_seed), kind="slider")]
+    return Explorer("Explore the reference runs (stored runs)",
+                    "Pick a metric and a seed: that run in blue, the other seeds in grey. Before you move the seed, "
+                    "predict how far apart two seeds end.", controls, view)
 
 
 def clipped_surrogate_figure(eps: float = 0.2):

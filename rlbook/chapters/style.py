@@ -150,13 +150,14 @@ def save_figure(fig, chapter: str, name: str, runs=None) -> None:
     """Write fig as FIGURE_DIR/<chapter>/<name>.png and .svg (build/figures/ unless $RLBOOK_FIGURES says otherwise).
 
     With `runs` (a RunSet, or a list of runs), the figure first gets their provenance line above its panels: seeds,
-    and whether this code or older code made them (rlbook.runset.provenance), so a slide cannot lose it.
-    Returns nothing, so a notebook cell that ends with it shows the figure and no file name."""
+    and whether this code or older code made them (rlbook.runset.provenance), so a slide cannot lose it; a figure
+    drawn from several sets passes their line, as text. Returns nothing, so a notebook cell that ends with it shows
+    the figure and no file name."""
     fit_for_page(fig)
     if runs is not None:
         from ..runset import provenance
 
-        line = runs.label() if hasattr(runs, "label") else provenance(runs)
+        line = runs if isinstance(runs, str) else runs.label() if hasattr(runs, "label") else provenance(runs)
         label = fig.text(0.01, 1.0, line, ha="left", va="bottom", color="0.3", transform=fig.transFigure,
                          fontsize=MIN_FONT_PT)
         _wrap(label, 0.98 * fig.bbox.width, fig.canvas.get_renderer())
