@@ -107,3 +107,22 @@ def test_the_explorer_is_also_a_widget_over_the_same_view(runs):
     fig = ch7.accuracy_curves([r for r in runs if r.config.sync_every == 0], "loss", 1)
     assert [ax.get_title() for ax in fig.axes] == ["DPO: training loss"]
     plt.close(fig)
+
+
+def test_sync_scale_reads_the_drift_before_each_sync(tmp_path):
+    """Each update's M2 grows with its generator's lag (0.04 per update of lag): synced every 4 updates, the batches
+    just before a sync (lag 3) sit at 4 tau; offline, the last tenth of the run (update 4, lag 3) too."""
+    store = RunStore(tmp_path)
+    made = [synthetic(store, "grpo", k, s, [0.3, 0.4, 0.5]) for k in (1, 4, 0) for s in (0, 1, 2)]
+    for run in made:
+        rows = [json.loads(line) for line in (run.path / "metrics.jsonl").read_text().splitlines()]
+        rows = [{**r, **({"m2": 0.04 * (r["policy_lag"] + 1)} if r["update"] else {})} for r in rows]
+        (run.path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    runs = RunStore(tmp_path).runs("07_semi_online")
+    semi = [r for r in runs if r.config.sync_every == 4]
+    assert ch7.drift_before_sync(semi[0]) == pytest.approx(4.0)
+    with pytest.raises(ValueError, match="no lagging batches"):
+        ch7.drift_before_sync(next(r for r in runs if r.config.sync_every == 1))
+    table = ch7.sync_scale_table(runs)
+    assert "| grpo | sync every 4 | 100.0% (4 of 4) | 4.000 ± 0.000 (n=3) | 0.000 ± 0.000 (n=3) |" in table
+    assert "| grpo | offline | whole run |" in table and "online |" not in table.replace("minus online |", "")

@@ -13,6 +13,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from .. import stats
+from ..experiments import DEFAULT_TAU
 from .run_groups import aggregate, finish, group_runs
 from . import tables
 from .style import METRICS as STYLE_METRICS
@@ -171,3 +172,37 @@ def explorer(sources: dict, metrics=("eval_greedy_acc", "eval_sampled_acc", "rew
                     "Pick the runs, an objective and a metric: one line per sync interval (mean over seeds). Look at "
                     "where the offline line leaves the others, and whether the semi-online ones ever do.", controls,
                     view)
+
+
+def drift_before_sync(run) -> float:
+    """M2 / tau of the batches a semi-online run trains on just before each sync (generator lag k - 1: the furthest
+    its policy moves from the generator's), mean over those updates; offline: the batches of the run's last tenth."""
+    k, rows = run.config.sync_every, [r for r in run.metrics if r.get("update", 0) > 0 and r.get("m2") is not None]
+    last = max(r["update"] for r in rows)
+    picked = [r["m2"] for r in rows if (r["policy_lag"] == k - 1 if k > 1 else r["update"] > 0.9 * last)]
+    if k == 1 or not picked:
+        raise ValueError(f"{run.path}: sync_every={k} has no lagging batches (online runs sample every batch fresh)")
+    return float(np.mean(picked)) / DEFAULT_TAU
+
+
+def _score(runs) -> stats.Estimate:
+    return stats.estimate([stats.score(r) for r in runs])
+
+
+def sync_scale_table(runs) -> str:
+    """Markdown: per objective and sync interval (semi-online and offline), the interval as a share of the run's
+    updates and the drift the policy reaches from its generator before a sync (M2 / tau, seed mean ± s.e.), beside
+    the score's distance from online."""
+    rows = ["| objective | sync interval | share of the run | M2 / tau before a sync | score minus online |",
+            "|---|---|---|---|---|"]
+    groups = grouped(runs)
+    for (objective, sync), seeds in groups.items():
+        if sync == 1:
+            continue
+        updates = seeds[0].config.total_updates
+        share = "whole run" if sync == 0 else f"{sync / updates:.1%} ({sync} of {updates})"
+        drift = tables.over_seeds(drift_before_sync)(seeds)
+        online = groups.get((objective, 1))
+        gap = "–" if not online else str(_score(seeds) - _score(online))
+        rows.append(f"| {objective} | {sync_label(sync)} | {share} | {drift} | {gap} |")
+    return "\n".join(rows)
