@@ -10,11 +10,14 @@ PROFILE ?= reference
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
+# verl and AReaL go without their dependencies into a folder of their own, for the export checks (requirements-engines.txt)
+$(STAMP): pyproject.toml requirements-engines.txt
 	@test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==2.13.0
 	$(PY) -m pip install --quiet -e ".[dev,notebooks]"
+	rm -rf $(VENV)/engines
+	$(PY) -m pip install --quiet --no-deps --target $(VENV)/engines -r requirements-engines.txt
 	@touch $(STAMP)
 
 book: $(STAMP)
