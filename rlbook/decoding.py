@@ -58,13 +58,22 @@ def draw(logits: torch.Tensor, temperature: float, generator: torch.Generator | 
     return token, logprobs.gather(-1, token[:, None])[:, 0], logprobs
 
 
+def check_generator(generator: torch.Generator | None, device: torch.device) -> None:
+    """A generator draws only for tensors of its own device: a CPU generator given to a model on a GPU would fail
+    there alone, at its first draw, so it is refused here on any machine."""
+    if generator is not None and generator.device.type != device.type:
+        raise ValueError(f"the random generator is on {generator.device.type} and the model on {device.type}; make it "
+                         "on the model's device: torch.Generator(device=next(model.parameters()).device)")
+
+
 def decode_loop(step: Step, logits: torch.Tensor, max_new_tokens: int, temperature: float,
                 generator: torch.Generator | None, eos_id: int, pad_id: int, entropy: bool = False):
     """(tokens [B, C], response mask [B, C] float, behaviour log-probs [B, C]) of up to max_new_tokens tokens per row,
     and with entropy=True the entropy [B, C] of each token's sampling distribution. `logits` [B, V]: float32, after
     the prompts. A row is live until it draws EOS (which is part of its response); a finished row still draws (from
     whatever logits its step gave it) and its draw is discarded, so every row sees the random stream of the full
-    batch. The loop stops when every row has finished."""
+    batch. The loop stops when every row has finished. `generator` is on the logits' device."""
+    check_generator(generator, logits.device)
     finished = torch.zeros(len(logits), dtype=torch.bool, device=logits.device)
     tokens, logps, masks, entropies = [], [], [], []
     for t in range(max_new_tokens):

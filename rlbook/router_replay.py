@@ -21,6 +21,7 @@ from contextlib import contextmanager
 import torch
 
 from .checks import choose
+from .decoding import check_generator
 
 NOT_ROUTED = 255  # uint8 sentinel: this position's routing was not recorded (the trainer routes it itself)
 ENGINE_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
@@ -91,13 +92,14 @@ def hooked(model, hook_of_layer):
 class RoutingRecorder:
     """The rollout side: records the experts of every routed token while `sample` runs (it calls `after_prefill`
     and `after_step` after each model call), optionally with Gaussian noise of std `noise` on the router logits
-    before the top-k (a second, dosable source of routing mismatch), drawn from `generator`."""
+    before the top-k (a second, dosable source of routing mismatch), drawn from `generator` (on the model's device)."""
 
     def __init__(self, model, noise: float = 0.0, generator: torch.Generator | None = None):
         self.model, self.noise, self.generator = model, noise, generator
         self.layers, self.calls, self.placed = len(routers(model)), [], []
         if not self.layers:
             raise ValueError("routing can only be recorded for a mixture-of-experts model (it has no routers)")
+        check_generator(generator, next(model.parameters()).device)
         if max(r.num_experts for r in routers(model)) > NOT_ROUTED:
             raise ValueError(f"experts are stored as uint8: at most {NOT_ROUTED} experts per layer")
 

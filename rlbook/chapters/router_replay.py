@@ -32,10 +32,10 @@ METRICS = {"routing_mismatch": ("Routing mismatch (trainer's own routing vs roll
 
 
 def _log_ratio_stats(logp, batch) -> dict:
-    mask = batch.response_mask
-    log_ratio = (logp.detach() - batch.behavior_logp) * mask
+    mask, blogp = batch.response_mask.to(logp.device), batch.behavior_logp.to(logp.device)
+    log_ratio = (logp.detach() - blogp) * mask
     kl = ((torch.exp(log_ratio) - 1 - log_ratio) * mask).sum() / mask.sum()
-    return {"kl_k3": kl.item(), "f2": extreme_fraction(logp, batch.behavior_logp, mask)}
+    return {"kl_k3": kl.item(), "f2": extreme_fraction(logp, blogp, mask)}
 
 
 @torch.no_grad()
@@ -43,10 +43,10 @@ def mismatch(model, tokenizer, task, problems, group_size: int, max_new_tokens: 
              dtype: str = "bfloat16", seed: int = 0) -> tuple[dict, object]:
     """({routing_mismatch, routing_mismatch_layers, kl_k3, f2, kl_k3_r3, f2_r3}, the rollout batch): one rollout
     batch sampled as the trainer samples it, against the float32 training forward without and with replay."""
-    policy = engine_copy(model, dtype)
-    recorder = RoutingRecorder(policy, noise, torch.Generator().manual_seed(seed + 1))
+    policy, device = engine_copy(model, dtype), next(model.parameters()).device
+    recorder = RoutingRecorder(policy, noise, torch.Generator(device=device).manual_seed(seed + 1))
     batch = rollout(policy, tokenizer, task, problems, group_size, max_new_tokens, 1.0,
-                    torch.Generator().manual_seed(seed), policy_version=0, router=recorder)
+                    torch.Generator(device=device).manual_seed(seed), policy_version=0, router=recorder)
     own = own_experts(model, lambda: model(**sequence_inputs(model, batch)))
     layers = routing_mismatch(batch.routing, own, predicting_positions(batch.prompt_ids.shape[1],
                                                                         batch.response_mask))
