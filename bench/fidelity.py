@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from record import save_result  # noqa: E402
 
-from rlbook.chapters import drift_ladder, merging_verdicts, pma, verdicts  # noqa: E402
+from rlbook.chapters import drift_ladder, m2_axis, merging_verdicts, pma, verdicts  # noqa: E402
 from rlbook.chapters.run_groups import select  # noqa: E402
 from rlbook.experiments import sweep  # noqa: E402
 from rlbook.runs import RunStore, lookup, reference_root  # noqa: E402
@@ -57,6 +57,8 @@ CHAPTERS = {
     "03 clip vs mask at half the learning rate (slow drift)": ("sweep:slow_drift", verdicts.clip_mask_signatures),
     "03 clip vs mask along the drift ladder": (
         "sweep:drift_ladder", lambda runs: drift_ladder.token_signatures(drift_ladder.rungs(runs))),
+    "03 clip vs mask at one learning rate, staleness walked up (the M2 / tau axis)": ("sweep:fixed_rate_axis",
+                                                                                      m2_axis.signatures),
     "04 Lopti / Advantage Reweighting on arithmetic": ("sweep:lopti_arithmetic", verdicts.lopti_signatures),
     "04 Lopti / Advantage Reweighting on Knights and Knaves": ("04_lopti", verdicts.lopti_signatures),
     "05 checkpoint merging (PMA)": (pma.REFERENCE_EXPERIMENT, merging_verdicts.merging_signatures),

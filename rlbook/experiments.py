@@ -414,4 +414,12 @@ def fixed_rate_bf16_sweep(profile: str = "auto") -> list[RunConfig]:
             for seed in DECISIVE_SEEDS[profile] for o, s in FIXED_RATE_BF16_CELLS for dtype in ("bfloat16", "float32")]
 
 
-SWEEPS.update(fixed_rate=fixed_rate_sweep, fixed_rate_bf16=fixed_rate_bf16_sweep)
+def fixed_rate_axis(profile: str = "auto") -> list[RunConfig]:
+    """Chapter 3's whole axis at the fixed rate: the drift ladder's runs at that rate (on-policy GRPO, and GRPO, M2PO
+    and no trust region at the rung's staleness, stored under 02_drift_ladder) and the fixed-rate sweep."""
+    profile = resolve_profile(profile)
+    lr = FIXED_RATE_LR_FACTOR * BASE[profile]["lr"]
+    return [c for c in drift_ladder_sweep(profile) if abs(c.lr - lr) <= 1e-9 * lr] + fixed_rate_sweep(profile)
+
+
+SWEEPS.update(fixed_rate=fixed_rate_sweep, fixed_rate_bf16=fixed_rate_bf16_sweep, fixed_rate_axis=fixed_rate_axis)

@@ -23,3 +23,10 @@ def test_the_bfloat16_arm_differs_from_its_control_only_in_rollout_precision():
         control = c.replace(rollout_dtype="float32", name=c.name.replace("-bf16", ""))
         assert control.hash() in {r.hash() for r in runs}
     assert len(bf16) * 2 == len(runs)
+
+
+def test_the_axis_adds_the_ladders_runs_at_the_fixed_rate():
+    axis = ex.sweep("fixed_rate_axis", "cpu")
+    stored = {(c.objective, c.staleness) for c in axis if c.experiment == "02_drift_ladder"}
+    assert stored == {("grpo", 0), ("grpo", 192), ("m2po", 192), ("no_clip", 192)}
+    assert len(axis) == len(ex.sweep("fixed_rate", "cpu")) + 4 * 5 and len({c.lr for c in axis}) == 1

@@ -195,6 +195,11 @@ def fixed_rate_signatures(runs, on_policy: list) -> list[Signature]:
     return out
 
 
+def signatures(runs) -> list[Signature]:
+    """The fixed-rate verdicts of runs of experiments.fixed_rate_axis (on-policy GRPO among them)."""
+    return fixed_rate_signatures(runs, select(runs, "grpo", 0))
+
+
 def prediction(runs, staleness: int = 8) -> tuple[bool | None, str]:
     """The prediction recorded before the sweep (PREDICTION, at s = 8): (held, what was measured); held is None
     while a cell has no runs."""
