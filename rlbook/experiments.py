@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 from .config import RunConfig
+from .engines import ENGINES, refusal
 from .profiles import resolve_profile
 
-# Per profile: model, task size, warm start and GRPO budget. The cpu profile's settings come from the calibration
+# Per profile: model, task size, warm start, GRPO budget and device (the GPU profiles train on one GPU, device 'cuda'). The cpu profile's settings come from the calibration
 # pilots (bench/pilots.py, results in bench/results/pilots/, summary in the README's calibration note): LoRA
 # lr 5e-4 on 16 x 8 completions per update gained the most greedy accuracy per CPU-minute; lr 1e-3 and full
 # fine-tuning at 2e-4 or more learned less or collapsed; 800 updates take about 4 minutes on one core.
@@ -15,10 +16,10 @@ BASE = {
     "cpu": dict(preset="nano-small", prompts_per_step=16, group_size=8, total_updates=800, eval_every=50,
                 eval_size=500, lr=5e-4, warm_start=dict(validation_size=200)),
     "standard": dict(preset="nano-base", prompts_per_step=64, group_size=8, total_updates=800, eval_every=50,
-                     eval_size=500, lr=5e-4, warm_start=dict(lr=5e-4, validation_size=300)),
+                     eval_size=500, lr=5e-4, warm_start=dict(lr=5e-4, validation_size=300), device="cuda"),
     "paper": dict(preset="qwen3-1.7b", prompts_per_step=256, group_size=8, updates_per_step=4, total_updates=4000,
                   eval_every=100, eval_size=500, lr=1e-6, lora_rank=64, lora_alpha=128.0, micro_batch_size=8,
-                  rollout_batch_size=64, fused_ratio="chunked"),
+                  rollout_batch_size=64, fused_ratio="chunked", device="cuda"),
 }
 
 
@@ -56,8 +57,13 @@ def stale_run(profile: str = "auto", objective: str = "grpo", staleness: int = 0
 
 # Cells that a verdict compares run on one engine. Where `auto` would give some cells the sampling-graph engine
 # (on-policy, one update per batch) and others the fast one (Lopti's two stages, a lagging generator), the
-# difference between two cells would be partly the engine's: those chapters pin the engine every cell allows.
-COMPARED_ALIKE = {"engine": "fast"}
+# difference between two cells would be partly the engine's: those chapters pin the engine every cell allows, fast,
+# or the reference engine in a profile whose loss path the fast engine's shared prompts cannot run (paper: chunked).
+def compared_alike(profile: str) -> dict:
+    """{"engine": ...}: the engine every cell of a compared sweep runs in this profile."""
+    fast = refusal(ENGINES["fast"], RunConfig.from_dict({**BASE[profile], "engine": "reference"})) is None
+    return {"engine": "fast" if fast else "reference"}
+
 
 # Chapters 2-4: what each profile sweeps (the smoke profile: fewer, smaller; reference runs: the cpu profile).
 STALENESS = {"smoke": [0, 16, 64], "cpu": [0, 8, 24, 48], "standard": [0, 4, 16, 64, 256],
@@ -241,7 +247,7 @@ def lopti_run(profile: str = "auto", variant: str = "grpo", seed: int = 0, **cha
     if variant not in LOPTI_VARIANTS:
         raise ValueError(f"unknown variant {variant!r}; choose one of: {', '.join(LOPTI_VARIANTS)}")
     alpha, eta = LOPTI_VARIANTS[variant]
-    values = {**BASE[profile], **KNIGHTS_KNAVES, **LOPTI_BUDGET.get(profile, {}), **COMPARED_ALIKE,
+    values = {**BASE[profile], **KNIGHTS_KNAVES, **LOPTI_BUDGET.get(profile, {}), **compared_alike(profile),
               "experiment": "04_lopti",
               "ar_alpha": alpha, "lopti_eta": eta,
               "seed": seed, "name": f"{variant}-{profile}-seed{seed}"}
@@ -260,7 +266,7 @@ def lopti_arithmetic_run(profile: str = "auto", variant: str = "grpo", seed: int
     if variant not in LOPTI_VARIANTS:
         raise ValueError(f"unknown variant {variant!r}; choose one of: {', '.join(LOPTI_VARIANTS)}")
     alpha, eta = LOPTI_VARIANTS[variant]
-    values = {**BASE[profile], **LOPTI_ARITHMETIC_BUDGET.get(profile, {}), **COMPARED_ALIKE,
+    values = {**BASE[profile], **LOPTI_ARITHMETIC_BUDGET.get(profile, {}), **compared_alike(profile),
               "experiment": "04_lopti_arithmetic",
               "ar_alpha": ARITHMETIC_AR_ALPHA if alpha else 0.0,
               "lopti_eta": eta, "seed": seed, "name": f"{variant}-arithmetic-{profile}-seed{seed}"}
@@ -342,7 +348,8 @@ def semi_online_run(profile: str = "auto", objective: str = "grpo", sync_every: 
         raise ValueError(f"unknown objective {objective!r} for chapter 7; choose one of: "
                          f"{', '.join(SEMI_ONLINE_OBJECTIVES)}")
     label = "offline" if sync_every == 0 else f"sync{sync_every}"
-    values = {**BASE[profile], **SEMI_ONLINE_BUDGET.get(profile, {}), "experiment": "07_semi_online", **COMPARED_ALIKE,
+    values = {**BASE[profile], **SEMI_ONLINE_BUDGET.get(profile, {}), "experiment": "07_semi_online",
+              **compared_alike(profile),
               "objective": objective, "sync_every": sync_every, "seed": seed,
               "name": f"{objective}-{label}-{profile}-seed{seed}"}
     return RunConfig.from_dict({**values, **changes})
@@ -423,3 +430,19 @@ def fixed_rate_axis(profile: str = "auto") -> list[RunConfig]:
 
 
 SWEEPS.update(fixed_rate=fixed_rate_sweep, fixed_rate_bf16=fixed_rate_bf16_sweep, fixed_rate_axis=fixed_rate_axis)
+
+
+# The long horizon's trust region (chapter 2, issue 40): prosperity compares no trust region with GRPO and M2PO at the
+# same staleness, so each cell of 02_collapse_long gets on-policy GRPO, GRPO and M2PO at its staleness, with the same
+# rate, horizon, unclipped gradients and fine-tuning. Defined, not yet trained (about 30 CPU-hours on a quiet core).
+COLLAPSE_LONG_TRUST = (("grpo", 0), ("grpo", None), ("m2po", None))  # None: the set's staleness
+
+
+def collapse_long_trust_sweep(profile: str = "auto") -> list[RunConfig]:
+    """Chapter 2: the trust-region objectives beside every run of collapse_long_sweep (02_collapse_long)."""
+    return [c.replace(objective=o, staleness=c.staleness if s is None else s,
+                      name=c.name.replace(f"no_clip-s{c.staleness}", f"{o}-s{c.staleness if s is None else s}"))
+            for c in collapse_long_sweep(profile) for o, s in COLLAPSE_LONG_TRUST]
+
+
+SWEEPS.update(collapse_long_trust=collapse_long_trust_sweep)

@@ -348,3 +348,14 @@ def test_quoted_verdict_takes_the_first_claim_with_every_word_and_refuses_to_gue
         verdicts.quoted_verdict(rows, "collapses")  # a mistyped or missing claim fails loudly
     assert verdicts.quoted_verdict(rows, "collapses", absent_ok=True) == verdicts.UNDECIDED  # not in this profile
     assert verdicts.quoted_verdict([], "collapses") == verdicts.UNDECIDED  # no runs stored at all
+
+
+def test_the_long_horizon_gets_its_trust_region_at_the_same_settings():
+    from rlbook import experiments as ex
+
+    free = ex.sweep("collapse_long", "cpu")
+    trust = ex.sweep("collapse_long_trust", "cpu")
+    assert len(trust) == 3 * len(free) and {c.experiment for c in trust} == {"02_collapse_long"}
+    same = lambda c: (c.lr, c.finetune, c.total_updates, c.max_grad_norm, c.seed)
+    assert {same(c) for c in trust} == {same(c) for c in free}
+    assert {(c.objective, c.staleness) for c in trust} == {("grpo", 0), ("grpo", 96), ("m2po", 96)}
