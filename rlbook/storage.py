@@ -54,15 +54,17 @@ def write_atomic(path: Path, data: str | bytes) -> None:
 
 
 def write_atomic_with(path: Path, write) -> None:
-    """Make a file whole or not at all: `write(file)` fills a temporary file beside it (binary, `.<name>.<random>`),
-    which is given the mode a plain open() would under the umask (it was made 0600), fsynced, then renamed."""
+    """Make a file whole or not at all: `write(file)` fills a temporary file beside it (binary, `.<name>.<random>`;
+    a writer may also replace it by its name), which is given the mode a plain open() would under the umask (it was
+    made 0600), fsynced, then renamed."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile("wb", dir=path.parent, prefix=f".{path.name}.", delete=False) as tmp:
         try:
             write(tmp)
             tmp.flush()
-            os.fchmod(tmp.fileno(), 0o666 & ~umask())
-            os.fsync(tmp.fileno())
+            os.chmod(tmp.name, 0o666 & ~umask())
+            with open(tmp.name, "rb") as written:
+                os.fsync(written.fileno())
         except BaseException:
             os.unlink(tmp.name)
             raise
@@ -132,12 +134,14 @@ def git_commit() -> str:
         return "unknown"
 
 
-def environment() -> dict:
-    """Where a run ran: device, machine and library versions."""
+def environment(device: str | None = None) -> dict:
+    """Where a run ran: device (the GPU's name for `device` 'cuda', the CPU's for 'cpu'; None: this machine's GPU if it
+    has one), machine and library versions."""
     import torch
     import transformers
 
-    device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"cpu ({platform.processor() or 'x86'})"
+    gpu = torch.cuda.is_available() if device is None else device == "cuda"
+    device = torch.cuda.get_device_name(0) if gpu else f"cpu ({platform.processor() or 'x86'})"
     return {"device": device, "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
             "python": platform.python_version(), "torch": torch.__version__,
             "transformers": transformers.__version__, "git_commit": git_commit(), "host": platform.node()}
