@@ -113,7 +113,7 @@ def shared_prompt_logprobs(model, batch: Rollout, temperature: float) -> tuple[t
     cache = PromptCache(config=model.config)
     with checkpointed_layers(model, gradient_checkpointing=False):  # the layers fill the cache they are given
         prompt = model(input_ids=ids, attention_mask=mask, position_ids=positions(mask), past_key_values=cache,
-                       use_cache=False, logits_to_keep=1)
+                       use_cache=False)
     cache.reorder_cache(inverse)
     cache.read_only = True
     attention = torch.cat([prompt_mask, batch.response_mask.to(device).long()], 1)
