@@ -23,6 +23,7 @@ from .versions import TRAINING_VERSION, WARM_START_VERSION
 FINETUNE = ("lora", "full")
 FUSED_RATIO = ("auto", "on", "off", "chunked")
 INIT = ("warm", "scratch")
+DEVICES = ("cpu", "cuda")
 DIRECTORY_NAME = re.compile(r"[\w+=-][\w.+=-]{0,99}")  # experiment and name become directory names
 POSITIVE = ("prompts_per_step", "total_updates", "updates_per_step", "epochs", "lr", "eval_every", "eval_size",
             "eval_samples", "checkpoint_every", "lora_rank", "lora_alpha")
@@ -68,6 +69,8 @@ FIELD_HELP = {
     "rollout_batch_size": "sequences sampled at once in rollouts and evaluation, a multiple of group_size (0: a "
                           "step's prompts_per_step x group_size at once; evaluation 256); bounds the KV cache",
     "engine": engines.HELP,
+    "device": "where the run computes: cpu, or cuda (one GPU); a GPU run is another result (the same seed gives other "
+              "numbers), so it is part of the run's identity and its figures say it was made on a GPU",
     "rollout_dtype": "precision of the rollout engine: float32 (the trained model itself) or bfloat16 (a copy of "
                      "the policy in bfloat16 with its KV cache, as an inference engine; training stays float32)",
     "router_noise": "mixture of experts: std of Gaussian noise added to the router logits at rollout (a second, "
@@ -119,6 +122,7 @@ class RunConfig:
     micro_batch_size: int = 0
     rollout_batch_size: int = 0
     engine: str = "auto"
+    device: str = "cpu"
     # mixture of experts: train-vs-rollout mismatch and router replay (chapter 6)
     rollout_dtype: str = "float32"
     router_noise: float = 0.0
@@ -149,7 +153,7 @@ class RunConfig:
         if self.experiment == "warmstart":
             raise ValueError("experiment='warmstart' is reserved for the cache of warm starts; choose another name")
         for name, valid in (("preset", PRESETS), ("task", TASKS), ("objective", [*OBJECTIVES, "dpo"]),
-                            ("finetune", FINETUNE), ("fused_ratio", FUSED_RATIO)):
+                            ("finetune", FINETUNE), ("fused_ratio", FUSED_RATIO), ("device", DEVICES)):
             choose(name, getattr(self, name), list(valid))
         check_task_params(self.task, self.task_params)
         try:

@@ -5,10 +5,11 @@ from .config import RunConfig
 from .engines import ENGINES, refusal
 from .profiles import resolve_profile
 
-# Per profile: model, task size, warm start, GRPO budget and device (the GPU profiles train on one GPU, device 'cuda'). The cpu profile's settings come from the calibration
-# pilots (bench/pilots.py, results in bench/results/pilots/, summary in the README's calibration note): LoRA
-# lr 5e-4 on 16 x 8 completions per update gained the most greedy accuracy per CPU-minute; lr 1e-3 and full
-# fine-tuning at 2e-4 or more learned less or collapsed; 800 updates take about 4 minutes on one core.
+# Per profile: model, task size, warm start, GRPO budget and device (the GPU profiles train on one GPU, device
+# 'cuda'). The cpu profile's settings come from the calibration pilots (bench/pilots.py, results in
+# bench/results/pilots/, summary in the README's calibration note): LoRA lr 5e-4 on 16 x 8 completions per update
+# gained the most greedy accuracy per CPU-minute; lr 1e-3 and full fine-tuning at 2e-4 or more learned less or
+# collapsed; 800 updates take about 4 minutes on one core.
 BASE = {
     "smoke": dict(preset="nano-tiny", task_params={"digits": [1, 2]}, prompts_per_step=16, group_size=8,
                   total_updates=150, eval_every=25, eval_size=200, eval_samples=1, lr=2e-3,
@@ -159,6 +160,8 @@ def slow_drift_sweep(profile: str = "auto") -> list[RunConfig]:
 # gradient spiked and the stale batches' M2 jumped, then recovered; full fine-tuning rose to 0.66 and fell to 0.22.
 COLLAPSE_LONG_UPDATES_FACTOR = 3
 COLLAPSE_LONG_CELLS = {"lora": 1.0, "full": 0.2}  # finetune: learning rate as a factor of the slow-drift rung's
+# full fine-tuning trains the lm_head, whose gradient the chunked loss path (the paper profile's) does not compute
+FULL_FINETUNE_LOSS = {"fused_ratio": "auto"}
 UNCLIPPED_GRAD_NORM = 1e9
 
 
@@ -170,6 +173,7 @@ def collapse_long_sweep(profile: str = "auto") -> list[RunConfig]:
     staleness = SLOW_DRIFT_STALENESS_FACTOR * max(STALENESS[profile])
     updates = COLLAPSE_LONG_UPDATES_FACTOR * {**BASE[profile], **STALE_BUDGET.get(profile, {})}["total_updates"]
     return [stale_run(profile, "no_clip", staleness, seed, lr=slow_lr * factor, finetune=finetune,
+                      **(FULL_FINETUNE_LOSS if finetune == "full" else {}),
                       total_updates=updates, max_grad_norm=UNCLIPPED_GRAD_NORM, experiment="02_collapse_long",
                       name=f"no_clip-s{staleness}-lr{slow_lr * factor:.3g}-u{updates}-noclipnorm"
                            f"{'' if finetune == 'lora' else '-' + finetune}-{profile}-seed{seed}")
@@ -300,11 +304,15 @@ def lopti_sweep(profile: str = "auto") -> list[RunConfig]:
 
 # Chapter 6 (R3, arXiv 2510.11370): GRPO on a mixture of experts whose rollouts come from a bfloat16 engine copy of
 # the policy with noise on its router logits (the dose of mismatch), with and without router replay, TIS and GSPO
-# beside it. Full fine-tuning: LoRA has no adapter for the experts' 3-D weights, and R3's point is that the router
-# keeps learning through the replayed gate weights.
+# beside it. R3's point is that the router keeps learning through the replayed gate weights: the nano models train
+# in full; the GPU profiles train OLMoE-1B-7B (a real mixture of experts that fits one GPU: why this one, in
+# book/calibration_06_router_replay.md) with LoRA on its attention and its routers in full (rlbook.models.add_lora:
+# LoRA has no adapter for the experts' 3-D weights), at the profile's sizes, none of them calibrated.
 ROUTER_BASE = {
     "smoke": dict(preset="nano-moe-tiny", finetune="full", lr=3e-4, total_updates=40, eval_every=20, eval_size=100),
     "cpu": dict(preset="nano-moe", finetune="full", lr=1e-4),
+    "standard": dict(preset="olmoe-1b-7b", micro_batch_size=8, rollout_batch_size=64, fused_ratio="chunked"),
+    "paper": dict(preset="olmoe-1b-7b"),
 }
 # The noise of each profile flips about a fifth of the routing decisions of its warm start (bench/router_pilots.py
 # dose: nano-moe 21% at 0.2; nano-moe-tiny's router margins are wider, 22% at 1.0); the bfloat16 engine alone flips
@@ -336,7 +344,11 @@ def router_replay_sweep(profile: str = "auto") -> list[RunConfig]:
 # staleness there and k = 100 (a quarter of the cpu run) is the strong dose.
 SYNC_EVERY = {"smoke": [1, 10, 0], "cpu": [1, 10, 100, 0], "standard": [1, 10, 100, 0], "paper": [1, 10, 100, 0]}
 SEMI_ONLINE_OBJECTIVES = ("grpo", "dpo")
-SEMI_ONLINE_BUDGET = {"smoke": dict(total_updates=30, eval_every=10), "cpu": dict(total_updates=400)}
+# The paper profile's update (a quarter of its 256 prompts per rollout batch) is one rollout batch here, so the
+# intervals of 10 and 100 updates are whole batches; online DPO pairs whole groups in one pass (no micro-batches).
+SEMI_ONLINE_BUDGET = {"smoke": dict(total_updates=30, eval_every=10), "cpu": dict(total_updates=400),
+                      "paper": dict(prompts_per_step=64, updates_per_step=1)}
+DPO_PASS = {"micro_batch_size": 0}
 
 
 def semi_online_run(profile: str = "auto", objective: str = "grpo", sync_every: int = 1, seed: int = 0,
@@ -349,7 +361,7 @@ def semi_online_run(profile: str = "auto", objective: str = "grpo", sync_every: 
                          f"{', '.join(SEMI_ONLINE_OBJECTIVES)}")
     label = "offline" if sync_every == 0 else f"sync{sync_every}"
     values = {**BASE[profile], **SEMI_ONLINE_BUDGET.get(profile, {}), "experiment": "07_semi_online",
-              **compared_alike(profile),
+              **compared_alike(profile), **(DPO_PASS if objective == "dpo" else {}),
               "objective": objective, "sync_every": sync_every, "seed": seed,
               "name": f"{objective}-{label}-{profile}-seed{seed}"}
     return RunConfig.from_dict({**values, **changes})

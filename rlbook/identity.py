@@ -4,7 +4,9 @@ The identity holds the fields that differ from their defaults (never the display
 engine that computes the run (engine='auto' resolved: two engines give different numbers), the TRAINING_VERSION of
 the code and, for a warm-started run, the WARM_START_VERSION. A new field whose default computes what runs computed
 before leaves every stored identity as it was, with no list to update; changing a field's default changes what the
-runs relying on it compute, which, as any such change, bumps TRAINING_VERSION (rlbook.versions).
+runs relying on it compute, which, as any such change, bumps TRAINING_VERSION (rlbook.versions). So the device a run
+computes on (RunConfig.device) is in its identity only when it is not the CPU: every run made on a CPU keeps its
+name, and a run made on a GPU, whose numbers differ from the CPU's for the same seed, is another run.
 
 Up to TRAINING_VERSION 2 the identity held every field at any value except the ones added after the first stored
 runs, and named the engine by its five speed options (rlbook.engines.KNOBS). `run_identity(config, 2, ...)` rebuilds

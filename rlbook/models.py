@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from transformers import (AutoConfig, AutoModelForCausalLM, AutoTokenizer, Qwen3Config, Qwen3ForCausalLM,
-                          Qwen3MoeConfig, Qwen3MoeForCausalLM)
+from transformers import (AutoConfig, AutoModelForCausalLM, AutoTokenizer, OlmoeConfig, OlmoeForCausalLM, Qwen3Config,
+                          Qwen3ForCausalLM, Qwen3MoeConfig, Qwen3MoeForCausalLM)
 
 from transformers.utils import logging as hf_logging
 
@@ -29,7 +29,7 @@ LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", 
 @dataclass(frozen=True)
 class Preset:
     description: str
-    config: dict = field(default_factory=dict)  # Qwen3 config values for models built from scratch
+    config: dict = field(default_factory=dict)  # config values of a model built from scratch (a checkpoint: its shape)
     hub_id: str | None = None  # set for real checkpoints loaded with from_pretrained
     moe: bool = False
 
@@ -44,6 +44,15 @@ def _nano(hidden: int, layers: int, heads: int, kv_heads: int, mlp: int, **extra
 QWEN3_1_7B = dict(hidden_size=2048, num_hidden_layers=28, num_attention_heads=16, num_key_value_heads=8, head_dim=128,
                   intermediate_size=6144, vocab_size=151936, tie_word_embeddings=True, rms_norm_eps=1e-6,
                   rope_theta=1_000_000.0, max_position_embeddings=32768)
+# OLMoE-1B-7B's shape (Muennighoff et al., arXiv 2409.02060; allenai/OLMoE-1B-7B-0924's config): 16 layers of 64
+# experts, top-8, 6.9B parameters of which 1.3B are active per token. Chapter 6's GPU profiles (why this model:
+# book/calibration_06_router_replay.md).
+OLMOE_1B_7B = dict(model_type="olmoe", hidden_size=2048, num_hidden_layers=16, num_attention_heads=16,
+                   num_key_value_heads=16, intermediate_size=1024, num_experts=64, num_experts_per_tok=8,
+                   norm_topk_prob=False, vocab_size=50304, tie_word_embeddings=False, rms_norm_eps=1e-5,
+                   max_position_embeddings=4096)
+ARCHITECTURES = {"qwen3": (Qwen3Config, Qwen3ForCausalLM), "qwen3_moe": (Qwen3MoeConfig, Qwen3MoeForCausalLM),
+                 "olmoe": (OlmoeConfig, OlmoeForCausalLM)}  # a preset's model_type (default: qwen3, or qwen3_moe)
 
 PRESETS: dict[str, Preset] = {
     "nano-tiny": Preset("0.1M-parameter Qwen3 for the smoke profile (CI, laptops)", _nano(64, 2, 4, 2, 256)),
@@ -58,9 +67,14 @@ PRESETS: dict[str, Preset] = {
                                              moe_intermediate_size=64, decoder_sparse_step=1, norm_topk_prob=True),
                             moe=True),
     "qwen3-1.7b": Preset("Qwen/Qwen3-1.7B-Base from a local path or the Hugging Face cache (paper profile)",
-                         hub_id="Qwen/Qwen3-1.7B-Base"),
+                         QWEN3_1_7B, hub_id="Qwen/Qwen3-1.7B-Base"),
     "qwen3-1.7b-random": Preset("Qwen3-1.7B's shape with random weights, for memory and speed measurements",
                                 QWEN3_1_7B),
+    "olmoe-1b-7b": Preset("allenai/OLMoE-1B-7B-0924 (a mixture of experts) from a local path or the Hugging Face "
+                          "cache (chapter 6's GPU profiles)", OLMOE_1B_7B, hub_id="allenai/OLMoE-1B-7B-0924",
+                          moe=True),
+    "olmoe-1b-7b-random": Preset("OLMoE-1B-7B's shape with random weights, for tests and measurements", OLMOE_1B_7B,
+                                 moe=True),
 }
 
 
@@ -83,9 +97,9 @@ def build_model(preset: str, tokenizer=None, seed: int = 0, **overrides) -> tupl
     torch.manual_seed(seed)
     default = torch.get_default_dtype()
     torch.set_default_dtype(checkpoint_dtype(values["hidden_size"]))  # not built in float32 first (1.7B: 6.8 GB)
+    config_class, model_class = ARCHITECTURES[values.pop("model_type", "qwen3_moe" if spec.moe else "qwen3")]
     try:
-        model = (Qwen3MoeForCausalLM(Qwen3MoeConfig(**values)) if spec.moe
-                 else Qwen3ForCausalLM(Qwen3Config(**values)))
+        model = model_class(config_class(**values))
     finally:
         torch.set_default_dtype(default)
     return model, tokenizer
@@ -129,10 +143,17 @@ def load_pretrained(path_or_id: str, dtype: torch.dtype | None = None):
 
 
 def add_lora(model, rank: int = 16, alpha: float = 32.0, targets: tuple[str, ...] = LORA_TARGETS):
-    """Wrap a model with a LoRA adapter; only the adapter trains (dropout 0 so sampling and training agree)."""
+    """Wrap a model with a LoRA adapter; only the adapter trains (dropout 0 so sampling and training agree). A mixture
+    of experts keeps its experts as they are (fused 3-D weights, which LoRA does not adapt): its other linear layers
+    take the adapter and its routers train in full, so that routing keeps learning (chapter 6, router replay)."""
+    from .router_replay import routers
+
     if rank < 1:
         raise ValueError(f"lora_rank={rank}: must be >= 1")
     present = {name.rsplit(".", 1)[-1] for name, _ in model.named_modules()}
+    moe = routers(model)
+    if moe:
+        targets = tuple(t for t in targets if t in present)
     missing = [t for t in targets if t not in present]
     if missing:
         raise ValueError(f"LoRA targets {missing} are not modules of this model; it has {sorted(present)}")
@@ -140,7 +161,10 @@ def add_lora(model, rank: int = 16, alpha: float = 32.0, targets: tuple[str, ...
     #                                               that replays stored runs never builds an adapter
 
     config = LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=0.0, target_modules=list(targets), bias="none")
-    return get_peft_model(model, config)
+    model = get_peft_model(model, config)
+    for router in moe:
+        router.weight.requires_grad_(True)
+    return model
 
 
 def set_cpu_threads() -> None:
@@ -222,7 +246,7 @@ def model_values(preset: str, init: str) -> dict | None:
     spec = get_preset(preset)
     if init in ("warm", "scratch") and spec.hub_id is None:
         return {"vocab_size": len(char_tokenizer()), **spec.config,
-                "model_type": "qwen3_moe" if spec.moe else "qwen3"}
+                "model_type": spec.config.get("model_type", "qwen3_moe" if spec.moe else "qwen3")}
     if init in ("warm", "scratch"):
         from huggingface_hub import try_to_load_from_cache
 

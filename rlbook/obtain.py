@@ -66,9 +66,12 @@ def run_or_load(config: RunConfig, store: RunStore | None = None, progress: bool
 
 
 def check_runnable(config: RunConfig) -> None:
-    """What this machine must provide to train the run (a GPU for fused_ratio='on', the checkpoint that init or the
-    preset names): checked before a run directory is made or a model is loaded."""
+    """What this machine must provide to train the run (a GPU for device='cuda' and fused_ratio='on', the checkpoint
+    that init or the preset names): checked before a run directory is made or a model is loaded."""
     interpreted = os.environ.get("TRITON_INTERPRET") == "1" and importlib.util.find_spec("triton") is not None
+    if config.device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device='cuda' needs a CUDA GPU and none is available; use device='cpu' (a notebook: "
+                         "PROFILE='cpu' or 'reference')")
     if config.fused_ratio == "on" and not (torch.cuda.is_available() or interpreted):
         raise ValueError("fused_ratio='on' needs a CUDA GPU (the fused Triton kernel) and none is available; "
                          "use fused_ratio='auto' (fused only on a GPU) or 'off'")
@@ -104,7 +107,9 @@ def seconds_per_update(config: RunConfig, stores: list[RunStore]) -> tuple[float
 
 def plan(configs: list[RunConfig], store: RunStore | None = None) -> str:
     """What obtaining these runs will cost, said before anything trains: how many runs of how many updates, how many
-    are stored (replayed), and a time estimate for the rest from the measured speed of comparable stored runs."""
+    are stored (replayed), and a time estimate for the rest from the measured speed of comparable stored runs; for
+    runs on a GPU also their GPU-hours by rlbook.gpu_hours' rough model."""
+    from .gpu_hours import describe
     store = store or RunStore()
     stores = [store, RunStore(reference_root())]
     stored = [c for c in configs if any((r := s.find(c)) is not None and r.complete for s in stores)]
@@ -122,6 +127,9 @@ def plan(configs: list[RunConfig], store: RunStore | None = None) -> str:
                                                  len(known) < len(todo) else "") + ")")
         else:
             text += ", no comparable stored run to time them by"
+        on_gpu = [c for c in todo if c.device == "cuda"]
+        if on_gpu:
+            text += f"; on a GPU: {describe(on_gpu)}"
     return text
 
 

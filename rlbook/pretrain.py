@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from .checks import check_type
+from .checks import check_type, choose
 from .evaluate import accuracy, completion_budget, validation_problems
 from .models import build_model, set_cpu_threads
 from .progress import progress_bar
@@ -29,7 +29,7 @@ from .tasks import make_task
 from .versions import WARM_START_VERSION
 
 SCHEDULES = ("constant", "wsd")
-FROM_RUN = ("preset", "task", "task_params")  # a run's warm start trains its own preset on its own task
+FROM_RUN = ("preset", "task", "task_params", "device")  # a run's warm start: its preset, task and device
 
 
 @dataclass
@@ -48,12 +48,16 @@ class WarmStartConfig:
     eval_every: int = 25
     validation_size: int = 200  # validation problems (disjoint from the evaluation set) for early stopping
     checkpoint_every: int = 0  # keep a checkpoint every this many steps (0: only the final model)
+    device: str = "cpu"  # where it trains (RunConfig.device): cpu or cuda
 
     def __post_init__(self):
         if self.schedule not in SCHEDULES:
             raise ValueError(f"schedule={self.schedule!r}; choose one of: {', '.join(SCHEDULES)}")
         if self.target_accuracy is not None and not 0 < self.target_accuracy <= 1:
             raise ValueError(f"target_accuracy={self.target_accuracy}: must be in (0, 1] or None")
+        from .config import DEVICES
+
+        choose("device", self.device, list(DEVICES))
         if min(self.batch_size, self.max_steps, self.eval_every, self.validation_size) <= 0 or self.lr <= 0:
             raise ValueError("batch_size, max_steps, eval_every, validation_size and lr must be > 0")
 
@@ -75,8 +79,10 @@ class WarmStartConfig:
             raise ValueError(f"warm_start={overrides!r}: {error}") from None
 
     def key(self) -> str:
-        """Cache key: the preset, the task and a digest of every setting and of the warm-start code's version."""
-        values = json.dumps({**asdict(self), "warm_start_version": WARM_START_VERSION}, sort_keys=True)
+        """Cache key: the preset, the task and a digest of every setting and of the warm-start code's version (the
+        device only when it is not the CPU, so every warm start trained on a CPU keeps its key)."""
+        settings = {k: v for k, v in asdict(self).items() if k != "device" or v != "cpu"}
+        values = json.dumps({**settings, "warm_start_version": WARM_START_VERSION}, sort_keys=True)
         return f"{self.preset}-{self.task}-{hashlib.sha256(values.encode()).hexdigest()[:10]}"
 
 
@@ -131,7 +137,7 @@ def warm_start(config: WarmStartConfig, store=None, progress: bool = True) -> Pa
         shutil.rmtree(path, ignore_errors=True)  # an interrupted warm start is short: it restarts from scratch
         path.mkdir(parents=True)
         write_json(path / "config.json", asdict(config))
-        write_json(meta, {"complete": False, **environment()})
+        write_json(meta, {"complete": False, **environment(config.device)})
         _train(config, path, progress)
     return path / "final"
 
@@ -140,7 +146,7 @@ def _train(config: WarmStartConfig, path: Path, progress: bool) -> None:
     set_cpu_threads()
     task = make_task(config.task, **config.task_params)
     model, tokenizer = build_model(config.preset, seed=config.seed)
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(config.device)
     model.to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=0.0)
     validation = validation_problems(config.task, config.task_params, config.validation_size)
@@ -175,7 +181,8 @@ def _train(config: WarmStartConfig, path: Path, progress: bool) -> None:
     save(model, tokenizer, path / "final")
     (path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     write_json(path / "meta.json", {"complete": True, "wall_time_s": round(time.time() - start, 1), "steps": len(rows),
-                                    "final_val_greedy_acc": rows[-1].get("val_greedy_acc"), **environment()})
+                                    "final_val_greedy_acc": rows[-1].get("val_greedy_acc"),
+                                    **environment(config.device)})
 
 
 def save(model, tokenizer, directory: Path) -> None:

@@ -1,10 +1,11 @@
 """RunSet: the runs behind one figure or table, with what its label must say about them.
 
 RunSet: the runs behind one figure or table, with what its label must say (seeds, made by this code or by older
-code, settings with no stored run).
+code, on a CPU or a GPU, settings with no stored run).
 
 A stored run made by an older TRAINING_VERSION is shown as what it is, never as this code's result: its label says
-"made by older code (training version N); retraining pending".
+"made by older code (training version N); retraining pending". A run made on a GPU (RunConfig.device 'cuda', part
+of its identity) is never a reference run, whose settings say the CPU; its label names the GPU it was made on.
 """
 from __future__ import annotations
 
@@ -22,8 +23,19 @@ def seed_list(seeds) -> str:
     return ", ".join(map(str, seeds))
 
 
+def where_made(runs) -> str:
+    """Where runs were made: 'on a CPU', 'on a GPU (its name)', or 'k of n on a GPU (...), the rest on a CPU'."""
+    gpu = [r for r in runs if r.config.device != "cpu"]
+    if not gpu:
+        return "on a CPU"
+    names = ", ".join(sorted({r.meta.get("device", r.config.device) for r in gpu}))
+    return (f"on a GPU ({names})" if len(gpu) == len(runs) else
+            f"{len(gpu)} of {len(runs)} on a GPU ({names}), the rest on a CPU")
+
+
 def provenance(runs, missing: int = 0) -> str:
-    """One line for a figure or table: the seeds, and which code made the runs (and how many settings are missing)."""
+    """One line for a figure or table: the seeds, which code made the runs and where (and how many settings are
+    missing)."""
     runs = list(runs)
     if not runs:
         return f"no stored runs ({missing} settings missing)" if missing else "no runs"
@@ -38,6 +50,7 @@ def provenance(runs, missing: int = 0) -> str:
         which = "all" if not made_here else f"{sum(older.values())} of {len(runs)}"
         parts.append(f"{which} runs made by older code (training version {versions}; this code: {TRAINING_VERSION}), "
                      "retraining pending")
+    parts[-1] += f", {where_made(runs)}"
     if missing:
         parts.append(f"{missing} setting{'s' if missing > 1 else ''} with no stored run (shown as missing)")
     return "; ".join(parts)

@@ -46,7 +46,7 @@ def warm_start_of(config: RunConfig, store: RunStore | None = None, progress: bo
     if config.init != "warm" or preset.hub_id is not None or config.preset == "qwen3-1.7b-random":
         return None
     start = WarmStartConfig(preset=config.preset, task=config.task, task_params=config.task_params,
-                            **config.warm_start)
+                            device=config.device, **config.warm_start)
     return warm_start(start, store, progress)
 
 
@@ -70,7 +70,7 @@ def init_policy(config: RunConfig, store: RunStore | None = None, progress: bool
         model.train()
         model.gradient_checkpointing_enable()
         model.enable_input_require_grads()
-    return model.to("cuda" if torch.cuda.is_available() else "cpu"), tokenizer
+    return model.to(config.device), tokenizer
 
 
 def train_update(model, optimizer, batch: Rollout, sample_advantages, prox_logp, config: RunConfig, path: str,
@@ -173,7 +173,8 @@ def train(config: RunConfig, run: Run, progress: bool = True) -> None:
     path = loss_path(config, sampler.device)
     run.truncate(update if update else -1)  # rows past the checkpoint (or of a run killed before one) are re-made
     run.update_meta(complete=False, resumed_at=update or None, fused_ratio=path not in ("reference", "shared"),
-                    loss_path=path, engine=sampler.engine.name, training_version=TRAINING_VERSION, **environment())
+                    loss_path=path, engine=sampler.engine.name, training_version=TRAINING_VERSION,
+                    **environment(config.device))
     evaluation = partial(evaluation_row, model, tokenizer, task,
                          evaluation_problems(config.task, config.task_params, config.eval_size), max_new, config)
     start_time = time.time() - run.meta.get("wall_time_s", 0.0)

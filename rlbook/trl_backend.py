@@ -237,11 +237,11 @@ def _train(config: RunConfig, run: Run, store: RunStore, progress: bool) -> None
     max_new = config.max_new_tokens or completion_budget(task, tokenizer)
     eval_set = evaluation_problems(config.task, config.task_params, config.eval_size)
     run.update_meta(complete=False, backend=BACKEND, trl=trl.__version__, differences=differences(config),
-                    training_version=TRAINING_VERSION, **environment())
+                    training_version=TRAINING_VERSION, **environment(config.device))
     recorder = MetricsRecorder(config, run, model, tokenizer, task, eval_set, max_new, progress)
     recorder.evaluate_base()
     with tempfile.TemporaryDirectory() as out:
-        args = GRPOConfig(output_dir=out, use_cpu=not torch.cuda.is_available(), seed=config.seed,
+        args = GRPOConfig(output_dir=out, use_cpu=config.device == "cpu", seed=config.seed,
                           **trl_arguments(config, max_new), logging_steps=1, report_to="none", save_strategy="no",
                           disable_tqdm=True, dataloader_num_workers=0, gradient_checkpointing=False)
         trainer = GRPOTrainer(model=model, reward_funcs=RewardFunction(task), args=args,

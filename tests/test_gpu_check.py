@@ -39,7 +39,7 @@ def test_headlines_read_the_benchmarks_results():
 
 @pytest.mark.usefixtures("one_thread")
 def test_the_standard_update_runs_on_every_engine():
-    result = gpu_check.standard_update(updates=2, prompts_per_step=2, eval_size=4)
+    result = gpu_check.standard_update(updates=2, prompts_per_step=2, eval_size=4, device="cpu")
     assert {engine: r["engine"] for engine, r in result.items()} == {e: e for e in ("reference", "fast", "graph",
                                                                                     "static")}
     assert all(r["s_per_update"] > 0 for r in result.values()) and result["fast"]["loss_path"] == "shared"

@@ -23,7 +23,7 @@ from rlbook.runs import RunStore
 
 TINY = dict(preset="qwen3-1.7b-random", init="scratch", prompts_per_step=2, group_size=4, updates_per_step=2,
             micro_batch_size=2, rollout_batch_size=4, total_updates=2, max_new_tokens=6, eval_every=2, eval_size=2,
-            eval_samples=1, checkpoint_every=2, lr=1e-4)
+            eval_samples=1, checkpoint_every=2, lr=1e-4, device="cpu")
 
 
 def spread_advantages(rewards, group_size, normalize_std):

@@ -70,7 +70,7 @@ def test_provenance_says_when_every_run_is_this_codes():
             self.training_version = TRAINING_VERSION if current else TRAINING_VERSION - 1
 
     assert provenance([Run(s) for s in range(5)]) == (f"seeds 0-4; all 5 runs made by this code (training version "
-                                                      f"{TRAINING_VERSION})")
+                                                      f"{TRAINING_VERSION}), on a CPU")
     assert "all runs made by older code" in provenance([Run(0, False), Run(1, False)])
     assert seed_list([4, 0, 2]) == "0, 2, 4"
 

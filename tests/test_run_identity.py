@@ -208,3 +208,75 @@ def test_every_sweep_computes_its_cells_with_one_engine(profile):
     for name in ex.SWEEPS:
         engines = {c.engine if c.engine != "auto" else default_engine(c) for c in ex.sweep(name, profile)}
         assert len(engines) == 1, (name, engines)
+
+
+def test_the_device_is_in_the_identity_only_when_it_is_a_gpu():
+    from rlbook.pretrain import WarmStartConfig
+
+    cpu, gpu = RunConfig(**TINY), RunConfig(**TINY, device="cuda")
+    assert "device" not in cpu.identity() and cpu.hash() == RunConfig(**TINY, device="cpu").hash()
+    assert gpu.identity()["device"] == "cuda" and gpu.hash() != cpu.hash()
+    assert {k: v for k, v in gpu.identity().items() if k != "device"} == cpu.identity()
+    assert WarmStartConfig().key() == "nano-small-arithmetic-5d06e9a4dc"  # as shipped in data/runs/warmstart
+    assert WarmStartConfig(device="cuda").key() != WarmStartConfig().key()
+    with pytest.raises(ValueError, match="device='mps' is not valid; choose one of: cpu, cuda"):
+        RunConfig(**TINY, device="mps")
+
+
+def test_every_stored_reference_run_is_made_on_a_cpu_and_found_by_its_config():
+    from rlbook.runs import lookup, reference_root
+
+    runs = [run for run in RunStore(reference_root()).runs() if run.complete and run.current]
+    assert len(runs) > 100 and {run.config.device for run in runs} == {"cpu"}
+    assert all(run.meta["device"].startswith("cpu") for run in runs)
+    assert [found.path for found in lookup([run.config for run in runs])] == [run.path for run in runs]
+
+
+def made_on_a_gpu(store, config, version=TRAINING_VERSION):
+    run = store.create(config.replace(device="cuda"))
+    run.append({"update": 0, "eval_greedy_acc": 0.9})
+    run.update_meta(complete=True, updates=0, training_version=version, device="NVIDIA H100 80GB HBM3")
+    return run
+
+
+def test_a_gpu_made_run_is_never_shown_as_a_reference_run(tmp_path, monkeypatch):
+    """The reference profile's configs say the CPU: a GPU-made run with their settings, stored among the reference
+    runs, is not found for them (nor as an older code's run of the same settings), and is labelled as made on a GPU."""
+    import rlbook.obtain
+    from rlbook.obtain import obtain
+    from rlbook.runs import lookup
+    from rlbook.runset import provenance
+
+    store, config = RunStore(tmp_path), RunConfig(**TINY)
+    gpu_run = made_on_a_gpu(store, config)
+    with monkeypatch.context() as m:
+        m.setattr(rlbook.config, "TRAINING_VERSION", TRAINING_VERSION - 1)
+        older_gpu_run = made_on_a_gpu(store, config.replace(seed=1), TRAINING_VERSION - 1)
+    cpu_run = store.create(config.replace(seed=2))
+    cpu_run.append({"update": 0, "eval_greedy_acc": 0.5})
+    cpu_run.update_meta(complete=True, updates=0, training_version=TRAINING_VERSION, device="cpu (x86)")
+    configs = [config, config.replace(seed=1), config.replace(seed=2)]
+    assert lookup(configs, tmp_path) == [None, None, cpu_run]
+    monkeypatch.setattr(rlbook.obtain, "reference_root", lambda: tmp_path)
+    monkeypatch.setattr("rlbook.runs.reference_root", lambda: tmp_path)
+    shown = obtain(configs, trains=False)
+    assert list(shown) == [cpu_run] and shown.label().endswith("on a CPU; 2 settings with no stored run (shown as "
+                                                               "missing)")
+    assert provenance([gpu_run]).endswith("made by this code (training version "
+                                          f"{TRAINING_VERSION}), on a GPU (NVIDIA H100 80GB HBM3)")
+    assert "1 of 2 on a GPU (NVIDIA H100 80GB HBM3), the rest on a CPU" in provenance([gpu_run, cpu_run])
+    assert older_gpu_run.config.device == "cuda"
+
+
+def test_a_gpu_run_needs_a_gpu_and_trains_its_warm_start_there(monkeypatch):
+    import rlbook.obtain
+    from rlbook.obtain import check_runnable
+
+    monkeypatch.setattr(rlbook.obtain.torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ValueError, match="device='cuda' needs a CUDA GPU and none is available"):
+        check_runnable(RunConfig(**TINY, device="cuda"))
+    warm = RunConfig(**{**TINY, "init": "warm"}, device="cuda")
+    started = []
+    monkeypatch.setattr(rlbook.trainer, "warm_start", lambda start, store, progress: started.append(start))
+    rlbook.trainer.warm_start_of(warm)
+    assert started[0].device == "cuda"

@@ -6,7 +6,7 @@ verdict table with the provenance line of the runs it rests on."""
 from __future__ import annotations
 
 from .. import stats
-from ..runset import provenance
+from ..runset import provenance, where_made
 from .verdicts import Signature, markdown
 
 
@@ -44,11 +44,12 @@ def settings_table(config, keys) -> str:
 
 def run_scores(runs, metrics=("eval_greedy_acc", "eval_sampled_acc")) -> str:
     """One row per run: seed, base -> score of each metric (score: mean of the last 3 evaluations), wall time, and
-    the code that made it."""
+    the code that made it and where."""
     head = " | ".join(f"{m.removeprefix('eval_').replace('_acc', '')} base → score" for m in metrics)
     rows = [f"| seed | {head} | seconds | made by |", "|---" * (len(metrics) + 3) + "|"]
     for run in runs:
         made = "this code" if run.current else f"older code (training version {run.training_version})"
+        made += f", {where_made([run])}"
         cells = " | ".join(f"{stats.base_score(run, m):.3f} → {stats.score(run, m):.3f}" for m in metrics)
         rows.append(f"| {run.config.seed} | {cells} | {run.meta.get('wall_time_s', float('nan')):.0f} | {made} |")
     return "\n".join(rows)
