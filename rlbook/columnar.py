@@ -127,32 +127,49 @@ def _arrow(path: Path, read):
                               f"{UNTOUCHED}") from None
 
 
-def _pylist(table, key: str, as_json: list[str]) -> list:
-    values = table.column(key).to_pylist()
-    return [None if v is None else json.loads(v) for v in values] if key in as_json else values
+class Table:
+    """A table `encode` wrote, decoded from its bytes once: its rows (built on first use) and its columns as lists
+    (each converted on first use). Callers must not change what it hands out (rlbook.runs copies the row list)."""
+
+    def __init__(self, data: bytes, path: Path):
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        self.path = path
+        self.table = _arrow(path, lambda: pq.read_table(pa.BufferReader(data), use_threads=False))  # small tables
+        schema = _schema(self.table, path)
+        self.keysets, self.as_json, self._columns, self._rows = schema["keysets"], schema["json_columns"], {}, None
+
+    def column(self, key: str) -> list:
+        """The key's value in each row, None where a row lacks it (or holds null)."""
+        if key not in self._columns:
+            if key in self.table.column_names:
+                values = self.table.column(key).to_pylist()
+                if key in self.as_json:
+                    values = [None if v is None else json.loads(v) for v in values]
+            else:
+                values = [None] * self.table.num_rows
+            self._columns[key] = values
+        return self._columns[key]
+
+    def rows(self) -> list[dict]:
+        """The rows as written: each with its own keys in its own order (its key set)."""
+        if self._rows is None:
+            which, rows = self.column(KEYSETS), [None] * self.table.num_rows
+            for number, keys in enumerate(self.keysets):
+                at = [i for i, k in enumerate(which) if k == number]
+                columns = [self.column(key) for key in keys]
+                if len(at) < len(which):
+                    columns = [[column[i] for i in at] for column in columns]
+                for i, values in zip(at, zip(*columns)):
+                    rows[i] = dict(zip(keys, values))
+            self._rows = rows
+        return self._rows
 
 
 def decode(data: bytes, path: Path) -> list[dict]:
     """The rows of a table `encode` wrote (path names it in errors)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    table = _arrow(path, lambda: pq.read_table(pa.BufferReader(data)))
-    schema = _schema(table, path)
-    columns = {key: _pylist(table, key, schema["json_columns"]) for key in table.column_names if key != KEYSETS}
-    keysets = schema["keysets"]
-    return [{key: columns[key][i] for key in keysets[k]} for i, k in enumerate(table.column(KEYSETS).to_pylist())]
-
-
-def read_columns(path: Path, keys: list[str]) -> dict[str, list]:
-    """{key: its value in each row, None where a row lacks it} for the keys asked, reading those columns alone."""
-    import pyarrow.parquet as pq
-
-    names = set(_arrow(path, lambda: pq.read_schema(path)).names)
-    table = _arrow(path, lambda: pq.read_table(path, columns=[k for k in dict.fromkeys(keys) if k in names]))
-    schema = _schema(table, path)
-    return {key: _pylist(table, key, schema["json_columns"]) if key in names else [None] * table.num_rows
-            for key in keys}
+    return Table(data, path).rows()
 
 
 def equal_at_precision(stored, back) -> bool:

@@ -90,8 +90,7 @@ class Run:
         (parsed_once). A complete run's rows must end at meta.json's `updates`, its journal with a whole row."""
         sealed, journal, meta = self.path / SEALED, self.path / JOURNAL, self.meta
         if sealed.exists():
-            rows = parsed_once(sealed, sealed.read_bytes(), lambda data: self._ordered(columnar.decode(data, sealed),
-                                                                                        sealed))
+            rows = self._table().rows()
         else:
             data = journal.read_bytes() if journal.exists() else b""
             rows = parsed_once(journal, data, lambda data: self._ordered(parse_rows(data, journal), journal))
@@ -102,14 +101,25 @@ class Run:
         return list(rows)
 
     def columns(self, keys: list[str]) -> dict[str, list]:
-        """{key: its value in each row (None where a row lacks it)}, reading only those columns of a sealed run."""
-        sealed = self.path / SEALED
-        if not sealed.exists():
+        """{key: its value in each row (None where a row lacks it)}: a sealed run's columns alone, each converted
+        once per content of its table (callers get copies)."""
+        if not (self.path / SEALED).exists():
             rows = self.metrics
             return {key: [row.get(key) for row in rows] for key in keys}
-        columns = columnar.read_columns(sealed, [*keys, "update"])
-        self._check_end(columns["update"][-1:], sealed, self.meta)
-        return {key: columns[key] for key in keys}
+        table = self._table()
+        self._check_end(table.column("update")[-1:], self.path / SEALED, self.meta)
+        return {key: list(table.column(key)) for key in keys}
+
+    def _table(self) -> columnar.Table:
+        """The sealed table, decoded once per content of the file, its updates checked to increase."""
+        sealed = self.path / SEALED
+
+        def parse(data: bytes) -> columnar.Table:
+            table = columnar.Table(data, sealed)
+            self._ordered([{"update": update} for update in table.column("update")], sealed)
+            return table
+
+        return parsed_once(sealed, sealed.read_bytes(), parse)
 
     @staticmethod
     def _ordered(rows: list[dict], path: Path) -> list[dict]:
@@ -184,9 +194,10 @@ class Run:
                 and self.path.name.endswith(f"-{self.config.hash()}"))
 
     def series(self, key: str) -> tuple[list[int], list[float]]:
-        """(updates, values) of one metric, skipping rows where it was not recorded."""
-        rows = [r for r in self.metrics if r.get(key) is not None]
-        return [r["update"] for r in rows], [r[key] for r in rows]
+        """(updates, values) of one metric, skipping rows where it was not recorded (read as columns)."""
+        columns = self.columns(["update", key])
+        pairs = [(u, v) for u, v in zip(columns["update"], columns[key]) if v is not None]
+        return [u for u, _ in pairs], [v for _, v in pairs]
 
     def append(self, row: dict) -> None:
         """Append one row to the journal (fsynced)."""

@@ -271,7 +271,7 @@ def test_run_interrupted_during_create_still_records_its_environment(tmp_path, m
     """Interrupted after the run directory exists but before its meta.json: the resumed run records its environment."""
     config = tiny(total_updates=2)
     with monkeypatch.context() as m:
-        def interrupted():
+        def interrupted(*args):
             raise KeyboardInterrupt
 
         if where == "environment":  # train() looks the environment up to write it into meta.json
