@@ -138,8 +138,12 @@ def response_hidden(model, batch: Rollout) -> tuple[torch.Tensor, torch.Tensor, 
 
 def token_stats(model, batch: Rollout, temperature: float, path: str) -> tuple[torch.Tensor, torch.Tensor]:
     """(logp, entropy), float32 [B, C], through `path`; logp differentiable under grad mode; 0 on padding
-    (fused and chunked paths). A batch with replay_routing routes every token to its rollout's experts (R3)."""
-    with replaying(model, batch.routing if batch.replay_routing else None):
+    (fused and chunked paths). A batch with replay_routing routes every token to its rollout's experts (R3), its
+    layers not checkpointed: a checkpointed layer would run again in the backward, after the replay, and route by
+    itself."""
+    if not batch.replay_routing:
+        return _token_stats(model, batch, temperature, path)
+    with replaying(model, batch.routing), checkpointed_layers(model, gradient_checkpointing=False):
         return _token_stats(model, batch, temperature, path)
 
 

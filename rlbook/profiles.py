@@ -4,7 +4,9 @@ reference: the cpu profile's settings, replayed from data/runs (the rendered boo
 smoke: nano-tiny, about a minute per notebook on 2 CPU cores (CI).   cpu: nano-small, minutes per run on a CPU.
 standard: nano-base (25M parameters), one GPU; UNCALIBRATED (no pilot chose its settings).
 paper: Qwen3-1.7B-Base with LoRA, one GPU; uncalibrated at our scale (the papers' settings).
-`auto` is `cpu` on any machine, GPU or not: the calibrated settings of the reference runs.
+Chapter 6 trains OLMoE-1B-7B in both GPU profiles (rlbook.experiments.ROUTER_BASE), which run on the GPU (device
+'cuda', part of a run's identity: their runs are never the reference runs). `auto` is `cpu` on any machine, GPU or
+not: the calibrated settings of the reference runs, on the CPU where the reference runs were made.
 """
 from __future__ import annotations
 
@@ -15,9 +17,10 @@ DESCRIPTIONS = {
     REFERENCE: "reference: the stored reference runs (cpu profile settings) are shown; nothing is trained",
     "smoke": "smoke: tiny model and budgets (CI); trains what is not stored",
     "cpu": "cpu: the reference runs' calibrated settings; trains what is not stored",
-    "standard": "standard (UNCALIBRATED: no pilot chose these settings): nano-base on one GPU; trains what is not stored",
-    "paper": "paper (UNCALIBRATED at this scale: the papers' settings): Qwen3-1.7B-Base with LoRA; trains what is "
-             "not stored",
+    "standard": "standard (UNCALIBRATED: no pilot chose these settings): nano-base (chapter 6: OLMoE-1B-7B) on one "
+                "GPU; trains what is not stored",
+    "paper": "paper (UNCALIBRATED at this scale: the papers' settings): Qwen3-1.7B-Base (chapter 6: OLMoE-1B-7B) with "
+             "LoRA on one GPU; trains what is not stored",
 }
 
 
