@@ -32,12 +32,18 @@ def check_dpo_params(params):
 
 def check_dpo_run(config) -> None:
     """Online DPO pairs whole groups of one mini-batch and takes the model with its LoRA adapters switched off as
-    the reference policy; the token-level knobs of the policy-gradient objectives do not apply to it."""
+    the reference policy; the token-level knobs of the policy-gradient objectives do not apply to it. A mixture of
+    experts has none: its routers train in full beside the adapters (rlbook.models.add_lora)."""
+    from .models import PRESETS
+
     needed = {"finetune": "lora", "micro_batch_size": 0, "ar_alpha": 0.0, "lopti_eta": 0.0}
     wrong = {k: getattr(config, k) for k, v in needed.items() if getattr(config, k) != v}
     if wrong:
         raise ValueError(f"objective='dpo' needs {needed} (the reference policy is the model with its adapters off; "
                          f"pairs are whole groups of one pass); got {wrong}")
+    if PRESETS[config.preset].moe:
+        raise ValueError(f"objective='dpo' needs a dense model: with its adapters off, mixture of experts "
+                         f"{config.preset!r} keeps its trained routers, so it is not the reference policy")
 
 
 def dpo_pairs(rewards, group_size):

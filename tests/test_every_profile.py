@@ -91,3 +91,15 @@ def test_chapter_6_gpu_config_trains_on_olmoes_shape(tmp_path):
     assert run.complete and [r["update"] for r in rows] == [0, 1, 2] and run.meta["loss_path"] == "chunked"
     for row in rows[1:]:
         assert math.isfinite(row["loss"]) and row["grad_norm"] > 0 and 0 <= row["routing_mismatch"] <= 1
+
+
+def test_the_gpu_hours_model_gives_back_the_measurements_it_is_based_on():
+    from rlbook import gpu_hours
+
+    assert gpu_hours.parameters("qwen3-1.7b") == (pytest.approx(1.72e9, rel=0.01),) * 2  # its model card: 1.7B
+    active, total = gpu_hours.parameters("olmoe-1b-7b")
+    assert active == pytest.approx(1.3e9, rel=0.03) and total == pytest.approx(6.9e9, rel=0.01)  # 1.3B of 6.9B
+    assert 9216 * 1.72e9 * gpu_hours.TRAIN_S == pytest.approx(0.95)  # the 1.7B LoRA update on an H100
+    standard = experiments.grpo_from_scratch("standard")
+    per_update = gpu_hours.run_seconds(standard) / standard.total_updates
+    assert 0.19 / 2 < per_update < 0.28 * 2  # measured: 0.19-0.28 s per update on the four engines

@@ -159,7 +159,8 @@ def test_new_fields_keep_identities_and_refuse_bad_values():
     for changes, match in [({"router_replay": True, "preset": "nano-small"}, "dense"),
                            ({"router_noise": 0.5, "preset": "nano-small"}, "dense"),
                            ({"router_noise": -0.1}, "router_noise"), ({"rollout_dtype": "fp8"}, "rollout_dtype"),
-                           ({"router_replay": True, "engine": "fast"}, "router_replay")]:
+                           ({"router_replay": True, "engine": "fast"}, "router_replay"),
+                           ({"objective": "dpo", "finetune": "lora"}, "dpo' needs a dense model")]:
         with pytest.raises(ValueError, match=match):
             base.replace(**changes)
 
