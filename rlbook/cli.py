@@ -2,8 +2,10 @@
 
 Every RunConfig field is a flag (`--staleness 16`, `--objective-params '{"tau": 0.04}'`), so the command line,
 notebooks and scripts describe runs the same way. A bad flag or value is one line on stderr, naming what was wrong
-and the valid choices, with exit status 2, before any run directory is made or any model is loaded. Ctrl-C stops
-a run with exit status 130; the same command resumes it from its last checkpoint.
+and the valid choices, with exit status 2, before any run directory is made or any model is loaded; so is a run that
+cannot fit in this machine's memory or the model's context (rlbook.memory; a run that fits gets its estimate). Ctrl-C
+stops a run with exit status 130, at any moment: this module imports only the standard library, everything else is
+imported inside main's handler. The same command resumes the run from its last checkpoint.
 """
 from __future__ import annotations
 
@@ -11,12 +13,11 @@ import argparse
 import json
 import sys
 from dataclasses import fields
+from typing import TYPE_CHECKING
 
-from .checks import defaults
-from .config import FIELD_HELP, RunConfig
-from .engines import EPILOG
-from .checkpoint import location
-from .runs import CorruptRunError, RunStore
+if TYPE_CHECKING:
+    from .config import RunConfig
+    from .runs import RunStore
 
 
 LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"  # what str.splitlines splits at
@@ -53,6 +54,9 @@ def _parse_json_object(text: str) -> dict:
 
 
 def _add_config_flags(parser: argparse.ArgumentParser) -> None:
+    from .checks import defaults
+    from .config import FIELD_HELP, RunConfig
+
     for name, default in defaults(RunConfig).items():
         kind = {bool: _parse_bool, dict: _parse_json_object}.get(type(default), type(default))
         help_text = f"{FIELD_HELP[name]} (default: {json.dumps(default)})"
@@ -61,11 +65,14 @@ def _add_config_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def _config_from(args: argparse.Namespace) -> RunConfig:
+    from .config import RunConfig
+
     names = {f.name for f in fields(RunConfig)}
     return RunConfig.from_dict({k: v for k, v in vars(args).items() if k in names and v is not None})
 
 
 def _parser() -> argparse.ArgumentParser:
+    from .engines import EPILOG
     from .experiments import SWEEPS
     from .profiles import PROFILES
 
@@ -106,6 +113,8 @@ def _add_export_flags(commands, listing: argparse.ArgumentParser) -> None:
     exporting.add_argument("--profile", default="cpu", help="profile of a sweep or experiment (default: cpu, the "
                            "reference runs)")
     exporting.add_argument("--out", default="exports", help="folder to write into (default: ./exports)")
+    exporting.add_argument("--overwrite", action="store_true", help="replace files in --out that differ from the "
+                           "export (by default they are left alone and the export stops, naming them)")
     exporting.set_defaults(runs_dir=None)  # an export reads no RunStore
     listing.add_argument("--export", nargs=2, metavar=("FORMAT", "DIR"), default=None, help="write the listed runs "
                          "(and the reference runs in data/runs) as TensorBoard event files under DIR: FORMAT is "
@@ -115,8 +124,8 @@ def _add_export_flags(commands, listing: argparse.ArgumentParser) -> None:
 def _export(args: argparse.Namespace) -> None:
     from .export import export
 
-    for path in export(args.target, args.to, args.out, args.profile):
-        print(path)
+    for outcome in export(args.target, args.to, args.out, args.profile, overwrite=args.overwrite):
+        print(outcome.line())  # written, unchanged, replaced or refused (with the reason)
 
 
 def _export_runs(store: RunStore, args: argparse.Namespace) -> None:
@@ -134,6 +143,8 @@ def _export_runs(store: RunStore, args: argparse.Namespace) -> None:
 def _list_runs(store: RunStore, experiment: str | None) -> int:
     """Print one line per stored run; a run that cannot be read is named (stderr) and the others still listed.
     Returns how many could not be read."""
+    from .runs import CorruptRunError
+
     print(f"{'experiment':<14} {'run':<32} {'updates':>7} {'complete':>8} {'greedy acc':>10} {'code':>9}  device")
     unreadable = 0
     for run in store.runs(experiment):
@@ -150,14 +161,32 @@ def _list_runs(store: RunStore, experiment: str | None) -> int:
     return unreadable
 
 
-def _interrupted(store: RunStore, config: RunConfig | None) -> str:
+def _interrupted(store: RunStore | None, config: RunConfig | None) -> str:
     """Where Ctrl-C stopped the run being trained, and where the same command will resume it."""
-    run = store.find(config) if config is not None else None
+    from .checkpoint import location
+
+    run = store.find(config) if store is not None and config is not None else None
     if run is None:
         return "interrupted before the run started; rerun the same command to start it"
     rows = run.metrics
     return (f"interrupted at update {rows[-1]['update'] if rows else 0}; rerun the same command to resume from "
             f"update {run.meta.get('updates', 0) if location(run.path) is not None else 0}")
+
+
+def _estimate(config: RunConfig, store: RunStore) -> None:
+    """A run that will train: what this machine must provide for it (rlbook.obtain.check_runnable: a ValueError when
+    it cannot), and its memory and compute estimate on one line of stderr."""
+    from .memory import matmul_rate, shape_of, summary
+    from .models import set_cpu_threads
+    from .obtain import check_runnable
+
+    stored = store.find(config)
+    if stored is not None and stored.complete:
+        return
+    estimate = check_runnable(config)
+    if estimate is not None:
+        set_cpu_threads()  # the threads training will use: the rate is theirs
+        print(summary(estimate, matmul_rate(shape_of(config), config.device)), file=sys.stderr, flush=True)
 
 
 def _train(config: RunConfig, store: RunStore, args: argparse.Namespace):
@@ -172,13 +201,16 @@ def _train(config: RunConfig, store: RunStore, args: argparse.Namespace):
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    store, current = RunStore(args.runs_dir), None
-    try:
-        from .obtain import run_or_load  # torch and transformers: inside the try, so Ctrl-C here is answered too
+    store, current = None, None
+    try:  # every import but the standard library's is in here: Ctrl-C while torch loads is answered too
+        from .obtain import run_or_load
+        from .runs import RunStore
 
+        args = _parser().parse_args(argv)
+        store = RunStore(args.runs_dir)
         if args.command == "train":
             current = _config_from(args)
+            _estimate(current, store)
             run = _train(current, store, args)
             last = run.metrics[-1] if run.metrics else {}
             print(f"{run.path}: {len(run.metrics)} updates, reward {last.get('reward', float('nan')):.3f}, "
@@ -196,9 +228,8 @@ def main(argv: list[str] | None = None) -> int:
         elif _list_runs(store, args.experiment):
             return 2
     except KeyboardInterrupt:
-        from tqdm import tqdm
-
-        for bar in list(tqdm._instances):  # the interrupted run's progress bar ends its line first
+        tqdm = sys.modules.get("tqdm")  # not imported yet: no progress bar to end
+        for bar in list(tqdm.tqdm._instances) if tqdm is not None else []:  # the run's progress bar ends its line first
             bar.close()
         print(_interrupted(store, current), file=sys.stderr)
         return 130

@@ -13,6 +13,7 @@ import torch
 
 from . import trainer
 from .config import INIT, RunConfig
+from .memory import Estimate, check_fits
 from .models import check_checkpoint, get_preset
 from .runs import UNTOUCHED, CorruptRunError, Run, RunStore, SupersededRunWarning, reference_root
 from .versions import TRAINING_VERSION
@@ -65,9 +66,10 @@ def run_or_load(config: RunConfig, store: RunStore | None = None, progress: bool
     return run
 
 
-def check_runnable(config: RunConfig) -> None:
+def check_runnable(config: RunConfig) -> Estimate | None:
     """What this machine must provide to train the run (a GPU for device='cuda' and fused_ratio='on', the checkpoint
-    that init or the preset names): checked before a run directory is made or a model is loaded."""
+    that init or the preset names, the memory it needs): checked before a run directory is made or a model is loaded;
+    returns the run's estimate (rlbook.memory)."""
     interpreted = os.environ.get("TRITON_INTERPRET") == "1" and importlib.util.find_spec("triton") is not None
     if config.device == "cuda" and not torch.cuda.is_available():
         raise ValueError("device='cuda' needs a CUDA GPU and none is available; use device='cpu' (a notebook: "
@@ -79,6 +81,7 @@ def check_runnable(config: RunConfig) -> None:
         check_checkpoint("init", config.init)
     elif get_preset(config.preset).hub_id is not None:
         check_checkpoint("preset", get_preset(config.preset).hub_id)
+    return check_fits(config)  # the memory and context it needs (rlbook.memory), refused when they do not fit
 
 
 def seconds_per_update(config: RunConfig, stores: list[RunStore]) -> tuple[float, str] | None:

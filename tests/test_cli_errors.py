@@ -1,15 +1,22 @@
 """Every bad input gets one clear line: what was wrong and the valid choices, exit status 2, no traceback, and no
 run directory or model made; --help explains every flag; Ctrl-C says where to resume (exit status 130)."""
 import json
+import signal
+import subprocess
+import sys
+import time
 from dataclasses import fields
+from pathlib import Path
 
 import pytest
 
+import rlbook.memory
 import rlbook.obtain
 from rlbook.cli import main
 from rlbook.config import FIELD_HELP, RunConfig
-from rlbook.pretrain import WarmStartConfig
+from rlbook.pretrain import FROM_RUN, WarmStartConfig
 
+ROOT = Path(__file__).resolve().parents[1]
 TINY = ["--preset", "nano-tiny", "--init", "scratch", "--prompts-per-step", "4", "--group-size", "4",
         "--total-updates", "2", "--eval-size", "4", "--max-new-tokens", "4", "--checkpoint-every", "1"]
 
@@ -84,7 +91,7 @@ def test_corrupt_meta_json_names_the_file_in_runs(capsys, tmp_path):
 def test_warm_start_keys_error_lists_the_valid_keys():
     with pytest.raises(ValueError) as error:
         RunConfig(warm_start={"max_step": 5})
-    valid = [f.name for f in fields(WarmStartConfig) if f.name not in ("preset", "task", "task_params")]
+    valid = [f.name for f in fields(WarmStartConfig) if f.name not in FROM_RUN]
     assert "max_step" in str(error.value) and all(key in str(error.value) for key in valid)
 
 
@@ -113,8 +120,8 @@ def test_ctrl_c_says_where_to_resume(capsys, tmp_path, monkeypatch):
 
     monkeypatch.setattr(rlbook.obtain.trainer, "train", interrupted_training)
     status, err = run_cli(capsys, "train", "--runs-dir", str(tmp_path), *TINY, "--name", "a")
-    assert status == 130
-    assert err == "interrupted at update 3; rerun the same command to resume from update 2\n"
+    assert status == 130 and err.startswith("estimate: ")
+    assert err.splitlines(keepends=True)[-1] == "interrupted at update 3; rerun the same command to resume from update 2\n"
     config = RunConfig.from_dict({"preset": "nano-tiny", "init": "scratch", "name": "b", "seed": 1})
     with pytest.raises(KeyboardInterrupt):
         rlbook.obtain.run_or_load(config, rlbook.obtain.RunStore(tmp_path), progress=False, references=False)
@@ -128,3 +135,69 @@ def test_every_flag_round_trips_to_the_config():
                                  "--normalize-adv-std", "false"])
     config = _config_from(args)
     assert config.task_params == {"digits": [1, 2]} and config.lr == 0.01 and config.normalize_adv_std is False
+
+
+@pytest.fixture
+def sixteen_gb(monkeypatch):
+    """A machine with 16 GB free (what is refused must not depend on the machine running the test)."""
+    monkeypatch.setattr(rlbook.memory, "host_available", lambda: 16e9)
+
+
+@pytest.mark.parametrize("argv, named", [
+    (["--group-size", "1000000"], "group_size"),  # its KV cache and sampling graph: thousands of GB
+    (["--lora-rank", "1000000"], "lora_rank"),
+    (["--eval-size", "1000000000"], "eval_size"),  # the problems alone
+    (["--max-new-tokens", "1000000"], "context is 512"),
+])
+def test_a_run_that_cannot_fit_is_refused_before_it_starts(capsys, tmp_path, no_model, sixteen_gb, argv, named):
+    """Each ran out of memory with a traceback or hung, leaving a run directory (f6e21c1)."""
+    status, err = run_cli(capsys, "train", "--runs-dir", str(tmp_path), *argv)
+    assert status == 2 and err.count("\n") == 1 and "Traceback" not in err and named in err, err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_run_that_fits_gets_its_estimate(capsys, tmp_path, sixteen_gb, monkeypatch):
+    monkeypatch.setattr(rlbook.obtain.trainer, "train", lambda *a, **k: None)
+    status, err = run_cli(capsys, "train", "--runs-dir", str(tmp_path), *TINY)
+    assert status == 0 and err.startswith("estimate: peak 0.") and "GB on the CPU" in err, err
+
+
+@pytest.mark.parametrize("junk", ["empty config", "junk weights", "junk tokenizer"])
+def test_a_junk_checkpoint_directory_is_refused_before_it_starts(capsys, tmp_path, no_model, junk):
+    """Junk in --init gave a 33-line traceback and an orphan run directory (f6e21c1)."""
+    from rlbook.models import build_model
+
+    checkpoint, runs = tmp_path / "checkpoint", tmp_path / "runs"
+    model, tokenizer = build_model("nano-tiny")
+    model.save_pretrained(checkpoint)
+    tokenizer.save_pretrained(checkpoint)
+    file, text = {"empty config": ("config.json", ""), "junk weights": ("model.safetensors", "junk"),
+                  "junk tokenizer": ("tokenizer.json", "{junk")}[junk]
+    (checkpoint / file).write_text(text)
+    capsys.readouterr()  # save_pretrained's progress bar
+    status, err = run_cli(capsys, "train", "--runs-dir", str(runs), *TINY, "--init", str(checkpoint))
+    assert status == 2 and err.count("\n") == 1 and str(checkpoint / file) in err, err
+    assert not runs.exists()
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="watches the child's loaded libraries (Linux)")
+def test_ctrl_c_while_torch_loads_is_one_line_and_status_130(tmp_path):
+    """Ctrl-C in the first seconds (the imports) printed a traceback (f6e21c1). The signal is sent once the child is
+    loading torch's libraries, whatever the load on the machine; the child gets Python's own SIGINT handler even
+    where the test runner ignores SIGINT (pytest-xdist's workers do, and an ignored signal stays ignored across exec)."""
+    child = subprocess.Popen([sys.executable, "-m", "rlbook", "train", "--runs-dir", str(tmp_path / "runs"), *TINY],
+                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    maps, deadline = Path(f"/proc/{child.pid}/maps"), time.time() + 120
+    while child.poll() is None and "libtorch" not in maps.read_text() and time.time() < deadline:
+        time.sleep(0.01)
+    assert child.poll() is None, "the child ended before it loaded torch"
+    child.send_signal(signal.SIGINT)
+    try:
+        out, err = child.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        raise
+    assert child.returncode == 130, err
+    assert err == "interrupted before the run started; rerun the same command to start it\n"
+    assert not (tmp_path / "runs").exists()
