@@ -241,21 +241,15 @@ def first_line(error: Exception) -> str:
 
 def model_values(preset: str, init: str) -> dict | None:
     """The config values of the model a run loads, known before it is loaded: a checkpoint directory's config.json
-    (init), a pretrained preset's config.json in the Hugging Face cache, or a nano preset's own (with the character
-    tokenizer's vocabulary); None when there is none to read."""
+    (init), else the preset's own (a nano preset with the character tokenizer's vocabulary; a pretrained preset's
+    published shape); None when there is none to read."""
     spec = get_preset(preset)
-    if init in ("warm", "scratch") and spec.hub_id is None:
-        return {"vocab_size": len(char_tokenizer()), **spec.config,
-                "model_type": spec.config.get("model_type", "qwen3_moe" if spec.moe else "qwen3")}
     if init in ("warm", "scratch"):
-        from huggingface_hub import try_to_load_from_cache
-
-        found = try_to_load_from_cache(spec.hub_id, "config.json")
-        path = Path(found) if isinstance(found, str) else None
-    else:
-        path = Path(init).expanduser() / "config.json"
+        return ({"vocab_size": len(char_tokenizer()), **spec.config,
+                 "model_type": spec.config.get("model_type", "qwen3_moe" if spec.moe else "qwen3")}
+                if spec.config else None)
     try:
-        values = json.loads(path.read_text()) if path is not None else None
+        values = json.loads((Path(init).expanduser() / "config.json").read_text())
     except (OSError, ValueError):
         return None
     return values if isinstance(values, dict) else None
