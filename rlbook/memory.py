@@ -188,6 +188,12 @@ def problem_bytes(config, n: int = 16) -> float:
     return sum(size(p) for p in problems) / n
 
 
+def trainable_bytes(shape: Shape, finetune: str, rank: int) -> int:
+    """The trained weights' own state: a LoRA adapter in float32 with its gradient and AdamW's two moments (peft keeps
+    adapters in float32), or, fine-tuning in full, the gradient and two moments in the weights' dtype."""
+    return shape.lora_parameters(rank) * 4 * 4 if finetune == "lora" else shape.parameters * shape.dtype_bytes * 3
+
+
 def update_parts(shape: Shape, rows: int, prompt: int, completion: int, path: str) -> dict:
     """Bytes one forward + backward of `rows` sequences holds beyond the weights: the activations (checkpointed:
     every layer's input and one layer recomputed at a time) and the logits of its loss path (rlbook.losspath)."""
@@ -220,10 +226,9 @@ def estimate(config, shape: Shape) -> Estimate:
     tokens = prompt + completion
     rows = config.prompts_per_step * config.group_size
     at_once = config.rollout_batch_size or rows
-    trainable = (shape.lora_parameters(config.lora_rank) * 4 * 4 if config.finetune == "lora"  # fp32: w, grad, 2 moments
-                 else shape.parameters * b * 3)  # grad and AdamW's two moments in the weights' dtype
-    fixed = {"weights": shape.parameters * b, "trainable state": trainable, **({"CUDA context": CUDA_OVERHEAD}
-                                                                              if cuda else {})}
+    fixed = {"weights": shape.parameters * b, "trainable state": trainable_bytes(shape, config.finetune,
+                                                                               config.lora_rank),
+             **({"CUDA context": CUDA_OVERHEAD} if cuda else {})}
     rollout = {"KV cache": at_once * tokens * shape.kv_bytes_per_token,
                "sampling logits": at_once * shape.vocab * 4 * SAMPLING_LOGIT_COPIES}
     if engine.lean_sampler:  # the lean decoder's stacked (merged) projections: one more copy of them
