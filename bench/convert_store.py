@@ -2,7 +2,7 @@
 
     python bench/convert_store.py data/runs --experiments 02_drift_ladder   # one experiment of the reference store
     python bench/convert_store.py data/runs/03_fixed_rate/m2po-s8-cpu-seed1-0123456789   # one run
-    python bench/convert_store.py data/runs --list                          # what is sealed, what is not, sizes
+    python bench/convert_store.py data/runs --list     # what is sealed and what is not: bench/results/convert_store
 
 Each PATH is a store root, an experiment's folder or a run's folder. A run is sealed by `Run.seal`: its rows are
 written to the table, read back and compared with the journal's (every value equal, floats at the table's precision:
@@ -16,7 +16,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from rlbook.runs import JOURNAL, SEALED, Run
+sys.path.insert(0, str(Path(__file__).parent))
+from record import save_result  # noqa: E402
+
+from rlbook.runs import JOURNAL, SEALED, Run  # noqa: E402
 
 
 def run_dirs(path: Path) -> list[Path]:
@@ -45,11 +48,16 @@ def main() -> None:
         sys.exit(f"no run folders under {', '.join(map(str, args.paths))}"
                  + (f" of experiments {', '.join(args.experiments)}" if args.experiments else ""))
     if args.list:
+        experiments = {}
         for experiment in sorted({p.parent for p in runs}):
             mine = [p for p in runs if p.parent == experiment]
-            sealed = [p for p in mine if (p / SEALED).exists()]
-            print(f"{experiment}: {len(sealed)} of {len(mine)} sealed; journals {sum(size(p, JOURNAL) for p in mine)} "
-                  f"bytes, tables {sum(size(p, SEALED) for p in mine)} bytes")
+            experiments[experiment.name] = {"runs": len(mine), "sealed": sum((p / SEALED).exists() for p in mine),
+                                            "journal_bytes": sum(size(p, JOURNAL) for p in mine),
+                                            "table_bytes": sum(size(p, SEALED) for p in mine),
+                                            "checkpoint_bytes": sum(size(p, "state.pt") + size(p, "state.safetensors")
+                                                                    for p in mine)}
+            print(f"{experiment}: {experiments[experiment.name]}")
+        save_result("convert_store", "store", {"experiments": experiments})
         return
     before = after = sealed = 0
     for path in sorted(runs, key=lambda p: -size(p, JOURNAL)):

@@ -152,7 +152,25 @@ def scalars(d):
     yield ", ".join(f"{k} {g(v)}" for k, v in d.items() if isinstance(v, (int, float)) and not isinstance(v, bool))
 
 
-FIGURES = {f.__name__: f for f in (fidelity, fuzz_inputs, learning_gain, lora_step, objectives_table, paper_dry_run,
+def convert_store(d):
+    """bench/convert_store.py --list: what is sealed, and the command that seals the rest."""
+    left = sorted((e for e in d["experiments"].items() if e[1]["sealed"] < e[1]["runs"]),
+                  key=lambda e: -e[1]["journal_bytes"])
+    sealed = sum(e["sealed"] for e in d["experiments"].values())
+    yield (f"{sealed} of {sum(e['runs'] for e in d['experiments'].values())} runs sealed, tables "
+           f"{sum(e['table_bytes'] for e in d['experiments'].values()) / 1e6:.1f} MB; journals left "
+           f"{sum(e['journal_bytes'] for _, e in left) / 1e6:.1f} MB")
+    if left:
+        yield ("to continue, largest first, as a session's size budget allows (a journal deleted counts its size, a "
+               "table added about 1.25x its size; commit each experiment alone): `python bench/convert_store.py "
+               f"data/runs --experiments {' '.join(name for name, _ in left)}`")
+        yield "left: " + ", ".join(f"{name} {e['journal_bytes'] / 1e6:.1f} MB" for name, e in left)
+    kept = {name: e["checkpoint_bytes"] / 1e6 for name, e in d["experiments"].items() if e["checkpoint_bytes"]}
+    yield ("checkpoints stored (chapter 4 reads 04_lopti's weights; nothing reads the others): "
+           + ", ".join(f"{name} {mb:.1f} MB" for name, mb in kept.items()))
+
+
+FIGURES = {f.__name__: f for f in (convert_store, fidelity, fuzz_inputs, learning_gain, lora_step, objectives_table, paper_dry_run,
                                    paper_memory, pilots, prefix_sharing, profile_trainer, static_sampling, vs_trl,
                                    gpu_check, check_exports, trl_chapter1, ratio_op, ratio_op_agreement)} | {"router_pilots": pilots}
 
