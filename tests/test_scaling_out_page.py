@@ -28,9 +28,9 @@ def test_every_exported_flag_is_in_the_concept_map():
 
 def test_worked_examples_name_real_files_and_values(tmp_path):
     text = PAGE.read_text()
-    trl = export("01_grpo", "trl", tmp_path)
-    areal = export("02_staleness", "areal", tmp_path)
-    verl = export("06_router_replay", "verl", tmp_path)
+    trl = [o.path for o in export("01_grpo", "trl", tmp_path)]
+    areal = [o.path for o in export("02_staleness", "areal", tmp_path)]
+    verl = [o.path for o in export("06_router_replay", "verl", tmp_path)]
     for path in (trl[0], *areal, *verl):
         assert path.parent == tmp_path
     names = {p.name for p in trl + areal + verl}
