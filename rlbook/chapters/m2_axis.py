@@ -183,7 +183,7 @@ def fixed_rate_signatures(runs, on_policy: list) -> list[Signature]:
         scaled = stats.Estimate(CLIP_OVER_MASK * mask.mean, CLIP_OVER_MASK * mask.se, mask.n)
         ratio = f"{clip.mean / mask.mean:.0f}x" if mask.mean else "no token masked"
         cost = per_seed(on_policy, stats.score) - per_seed(grpo, stats.score)
-        seeds = f"{min(clip.n, mask.n)} seed{'s' * (min(clip.n, mask.n) > 1)}"
+        seeds = _seeds(min(clip.n, mask.n))
         out += [Signature(f"{where}: GRPO clips at least {CLIP_OVER_MASK}x what M2PO masks", paper,
                           f"{_pct(clip)} vs {_pct(mask)} ({ratio}; M2PO's M2 = {m2.mean:.2f} ± {m2.se:.2f} tau; "
                           f"{seeds})", stats.verdict(clip - scaled, +1)),
@@ -212,7 +212,11 @@ def prediction(runs, staleness: int = 8) -> tuple[bool | None, str]:
     held = mask.mean <= PREDICTION["mask"] and m2.mean <= PREDICTION["m2"] and low <= clip.mean <= high
     return held, (f"M2PO masks {_pct(mask)} (predicted <= {100 * PREDICTION['mask']:.2f}%), its M2 {m2.mean:.4f} ± "
                   f"{m2.se:.4f} (<= {PREDICTION['m2']}), GRPO clips {_pct(clip)} (predicted {100 * low:.0f}-"
-                  f"{100 * high:.0f}%); {min(mask.n, clip.n)} seeds")
+                  f"{100 * high:.0f}%); {_seeds(min(mask.n, clip.n))}")
+
+
+def _seeds(n: int) -> str:
+    return f"{n} seed{'s' * (n != 1)}"
 
 
 def _pct(e: stats.Estimate) -> str:
