@@ -3,12 +3,16 @@
     python bench/ratio_op_agreement.py               # CUDA: the compiled, autotuned kernels, as training calls them
     python bench/ratio_op_agreement.py --cpu-smoke   # small sizes through Triton's interpreter: checks the script
 
+Exit status 1 when any case disagrees (2 without a CUDA device).
+
 tests/test_ops.py holds the kernels to the reference through Triton's interpreter on the CPU, at a fixed tile width.
 On a GPU the kernels are compiled and their tile width autotuned (rlbook.ops.kernels), a path only a GPU runs. This
 script checks that path with the tests' tolerances (rlbook.ops.agreement): every fused objective on fp32 and bf16
 logits, at Qwen3's vocabulary (V = 151,936) and at a small ragged one, with a sampling temperature, and with the
-gradient written into the logits' own buffer. Each case records the largest absolute difference of each quantity and whether all are within
-tolerance. Writes bench/results/ratio_op_agreement/ (with --cpu-smoke it prints its result instead).
+gradient written into the logits' own buffer; and GRPO on bf16 logits with more than 2^31 elements (N x V =
+14,200 x 151,936 by default, --large-tokens), where a 32-bit offset into the logits would wrap. Each case records the
+largest absolute difference of each quantity and whether all are within tolerance. Writes
+bench/results/ratio_op_agreement/ (with --cpu-smoke it prints its result instead).
 """
 from __future__ import annotations
 
@@ -72,11 +76,16 @@ def inplace_case(n, v, device, backend, hidden_size=64) -> dict:
     return {"hidden_grad": difference(*grads, HIDDEN_TOL)}
 
 
-def cases(shapes, dtypes):
+def cases(shapes, dtypes, large=None):
     """(label, check, its arguments) for every case: each objective (GRPO also with a dual clip and with a sampling
-    temperature) on each dtype at each shape, and the in-place gradient at each shape."""
+    temperature) on each dtype at each shape, the in-place gradient at each shape, and GRPO on bf16 logits of the
+    `large` shape (N, V) if given."""
     variants = [(objective, {}) for objective in FUSED_OBJECTIVES] + [("grpo", {"dual_clip": 1.5}),
                                                                       ("grpo", {"temperature": 0.7})]
+    if large is not None:
+        n, v = large
+        yield (f"grpo bfloat16 N={n} V={v} (N x V = {n * v:,} > 2^31)", loss_case,
+               {"n": n, "v": v, "dtype": torch.bfloat16, "objective": "grpo"})
     for n, v in shapes:
         for dtype in dtypes:
             for objective, extra in variants:
@@ -90,20 +99,22 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cpu-smoke", action="store_true", help="small sizes through Triton's interpreter on the CPU")
     parser.add_argument("--tokens", type=int, default=512, help="tokens per case at Qwen3's vocabulary (default 512)")
+    parser.add_argument("--large-tokens", type=int, default=14_200, help="tokens of the case past 2^31 logits (default "
+                        "14,200; 0: none)")
     args = parser.parse_args()
     if args.cpu_smoke:
         if os.environ.get("TRITON_INTERPRET") != "1":
             parser.error("--cpu-smoke runs the kernels through Triton's interpreter: set TRITON_INTERPRET=1")
-        device, shapes, dtypes = torch.device("cpu"), [(5, 4099)], [torch.float32]
+        device, shapes, dtypes, large = torch.device("cpu"), [(5, 4099)], [torch.float32], None
     elif not torch.cuda.is_available():
         print("ratio_op_agreement: no CUDA device here, so no compiled kernel to check (try --cpu-smoke with "
               "TRITON_INTERPRET=1 to check the script)", file=sys.stderr)
         return 2
     else:
         device, shapes = torch.device("cuda"), [(7, 4099), (args.tokens, QWEN3_VOCAB)]
-        dtypes = [torch.float32, torch.bfloat16]
+        dtypes, large = [torch.float32, torch.bfloat16], (args.large_tokens, QWEN3_VOCAB) if args.large_tokens else None
     rows = []
-    for label, check, arguments in cases(shapes, dtypes):
+    for label, check, arguments in cases(shapes, dtypes, large):
         differences = check(device=device, backend="triton", **arguments)
         rows.append({"case": label, "within": all(d["within"] for d in differences.values()),
                      "differences": differences})
@@ -113,15 +124,15 @@ def main() -> int:
     agree = sum(row["within"] for row in rows)
     print(f"{agree} of {len(rows)} cases within the tests' tolerances")
     result = {"cases": rows, "agree": agree, "total": len(rows),
-                                             "tolerances": {"stats": STATS_TOL, "hidden_grad": HIDDEN_TOL,
-                                                            "grad": {str(k): t for k, t in GRAD_TOL.items()}}}
+              "tolerances": {"stats": STATS_TOL, "hidden_grad": HIDDEN_TOL,
+                             "grad": {str(k): t for k, t in GRAD_TOL.items()}}}
     if args.cpu_smoke:  # a check of the script, not a result: kept out of bench/results
         print(json.dumps(result))
-        return 0
-    sys.path.insert(0, str(ROOT / "bench"))
-    from record import save_result
-    save_result("ratio_op_agreement", torch.cuda.get_device_name().replace(" ", "_"), result)
-    return 0
+    else:
+        sys.path.insert(0, str(ROOT / "bench"))
+        from record import save_result
+        save_result("ratio_op_agreement", torch.cuda.get_device_name().replace(" ", "_"), result)
+    return 0 if agree == len(rows) else 1
 
 
 if __name__ == "__main__":
