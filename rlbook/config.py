@@ -140,8 +140,6 @@ class RunConfig:
         from .objectives import OBJECTIVES, check_objective_params
         from .pretrain import WarmStartConfig
         from .router_replay import check_router_settings
-        from .semi_online import check_sync_every
-        from .staleness import queue_depth
         from .tasks import TASKS, check_task_params
 
         for name, default in defaults(self).items():  # types first, so later checks compare numbers with numbers
@@ -192,11 +190,16 @@ class RunConfig:
         if not -1 < self.lopti_eta < 1:
             raise ValueError(f"lopti_eta={self.lopti_eta}: Lopti needs eta in (-1, 1) (0 = off)")
         per_batch = self.updates_per_step * self.epochs
+        if self.staleness < 0:
+            raise ValueError(f"staleness={self.staleness}: must be >= 0 (model updates between sampling and training)")
         if self.staleness % per_batch:
             raise ValueError(f"staleness={self.staleness} must be a multiple of the updates each rollout batch feeds, "
                              f"updates_per_step={self.updates_per_step} x epochs={self.epochs} = {per_batch}")
-        queue_depth(self.staleness, per_batch)
-        check_sync_every(self.sync_every, self.staleness, per_batch)
+        # sync_every: 1 (online), 0 (never) or a multiple of the updates a rollout batch feeds, without staleness (the
+        # two lags would compound)
+        if self.sync_every < 0 or (self.sync_every != 1 and (self.staleness or self.sync_every % per_batch)):
+            raise ValueError(f"sync_every={self.sync_every}: must be 1 (online), 0 (never) or a multiple of "
+                             f"updates_per_step x epochs = {per_batch}, with staleness 0 (got {self.staleness})")
         if not self.init:
             raise ValueError(f"init is empty: one of {INIT} or a checkpoint directory")
         engines.check_engine(self)

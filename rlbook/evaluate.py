@@ -80,13 +80,13 @@ def accuracy(model, tokenizer, task, problems: list[Problem], max_new_tokens: in
     return correct / max(len(problems), 1)
 
 
-def evaluation_row(model, tokenizer, task, problems: list[Problem], max_new_tokens: int, config,
-                   after_update: int) -> dict:
+def evaluation_row(model, tokenizer, task, problems: list[Problem], max_new_tokens: int, temperature: float,
+                   run_seed: int, samples: int, after_update: int, batch_size: int = 0) -> dict:
     """The metrics row's evaluation after `after_update` updates: greedy accuracy, and sampled accuracy at the run's
-    temperature (eval_samples per problem, a fresh seed per evaluation), rollout_batch_size sequences at a time."""
-    at_once = {"batch_size": config.rollout_batch_size} if config.rollout_batch_size else {}  # the KV cache bound
+    temperature (`samples` per problem, a fresh seed per evaluation), batch_size sequences at a time (0: accuracy's
+    default; the run's rollout_batch_size, its KV cache bound)."""
+    at_once = {"batch_size": batch_size} if batch_size else {}
     return {"eval_greedy_acc": accuracy(model, tokenizer, task, problems, max_new_tokens, **at_once),
-            "eval_sampled_acc": accuracy(model, tokenizer, task, problems, max_new_tokens, config.temperature,
-                                         seed=sampled_eval_seed(config.seed, after_update),
-                                         samples=config.eval_samples, **at_once)}
+            "eval_sampled_acc": accuracy(model, tokenizer, task, problems, max_new_tokens, temperature,
+                                         seed=sampled_eval_seed(run_seed, after_update), samples=samples, **at_once)}
 

@@ -1,6 +1,4 @@
-"""The trainer's loss path: response log-probs under the model and one update's accumulated gradient.
-
-The trainer's loss path: log-probs of a batch's response tokens under the model, and one update's gradient
+"""The trainer's loss path: log-probs of a batch's response tokens under the model, and one update's gradient
 accumulated over micro-batches.
 
 Four paths to the log-probs (`loss_path`, from RunConfig.fused_ratio and the run's engine, rlbook.engines):

@@ -31,7 +31,7 @@ def _clipped_surrogate(ratio, adv, low, high):
     return term, {"clipped_low": (adv < 0) & (ratio < low), "clipped_high": (adv > 0) & (ratio > high)}
 
 
-def _trust_region(log_ratio, adv, resp):
+def trust_region(log_ratio, adv, resp):
     """Tokens whose update moves the ratio further in the advantage's direction: (A>0 & r>1) | (A<0 & r<1)."""
     return resp & (((adv > 0) & (log_ratio > 0)) | ((adv < 0) & (log_ratio < 0)))
 
@@ -67,7 +67,7 @@ def m2po_algorithm1(log_ratio, advantages, resp, tau):
     M2 = mean (log r)^2 of the candidates still kept exceeds tau, mask the kept one with the largest (log r)^2.
     Returns the keep mask [B, T] (False on the masked tokens). One token per pass: m2po uses `_m2po_keep`, the same
     mask from one sort (tests/test_objectives.py holds the two equal)."""
-    sq, kept = log_ratio.double().square().flatten(), _trust_region(log_ratio, advantages, resp).flatten()
+    sq, kept = log_ratio.double().square().flatten(), trust_region(log_ratio, advantages, resp).flatten()
     masked = torch.zeros_like(kept)
     while kept.any() and sq[kept].mean() > tau:
         largest = torch.where(kept, sq, -1.0).argmax()  # the first, among equal ones
@@ -163,7 +163,7 @@ def _m2po_keep(log_ratio, advantages, resp, tau):
     """m2po_algorithm1 in one pass: sort the candidates by (log r)^2 descending (stable: among equal ones the first
     comes first, as argmax picks) and mask the top k, for the smallest k after which the mean over the remaining
     candidates is <= tau."""
-    candidate = _trust_region(log_ratio, advantages, resp).flatten()
+    candidate = trust_region(log_ratio, advantages, resp).flatten()
     sq = log_ratio.double().square().flatten()
     order = torch.argsort(torch.where(candidate, sq, -1.0), descending=True, stable=True)  # candidates first
     cand_sorted = candidate[order]
@@ -193,7 +193,7 @@ def _m2po_areal_keep(log_ratio, resp, tau):
 @torch.no_grad()
 def _m2po_cap(log_ratio, advantages, resp, tau):
     """Largest c >= 0 with sum over trust-region tokens of min(d^2, c^2) <= tau * n_TR (inf: no cap needed)."""
-    candidate = _trust_region(log_ratio, advantages, resp).flatten()
+    candidate = trust_region(log_ratio, advantages, resp).flatten()
     sq = torch.where(candidate, log_ratio.double().square().flatten(), math.inf).sort().values  # ascending
     n_tr = candidate.sum()
     budget = tau * n_tr.double()  # in float64, like the squares (tau * an integer tensor would be float32)

@@ -1,6 +1,4 @@
-"""Semi-online RL: the generator is a frozen copy of the policy, synced with it every `sync_every` updates.
-
-Semi-online RL ("Bridging Offline and Online Reinforcement Learning for LLMs", arXiv 2506.21495): the generator is
+"""Semi-online RL ("Bridging Offline and Online Reinforcement Learning for LLMs", arXiv 2506.21495): the generator is
 a frozen copy of the policy, synced with it every `sync_every` updates.
 
 sync_every = 1 is online RL (the current policy samples every batch); sync_every = k > 1 keeps the generator's
@@ -10,14 +8,6 @@ LoRA adapters, or every weight when fine-tuning fully); the copy is part of a ru
 with online DPO (rlbook.dpo); here any objective can use it.
 """
 from __future__ import annotations
-
-
-def check_sync_every(sync_every: int, staleness: int, updates_per_batch: int) -> None:
-    """1 (online), 0 (never) or a multiple of the updates a rollout batch feeds, without staleness (the two lags
-    would compound)."""
-    if sync_every < 0 or (sync_every != 1 and (staleness or sync_every % updates_per_batch)):
-        raise ValueError(f"sync_every={sync_every}: must be 1 (online), 0 (never) or a multiple of updates_per_step x "
-                         f"epochs = {updates_per_batch}, with staleness 0 (got {staleness})")
 
 
 def trainable_weights(model) -> dict:

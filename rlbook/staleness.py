@@ -11,14 +11,9 @@ from __future__ import annotations
 from collections import deque
 
 
-def queue_depth(staleness: int, updates_per_step: int) -> int:
-    if staleness < 0:
-        raise ValueError(f"staleness={staleness}: must be >= 0 (model updates between sampling and training)")
-    if staleness % updates_per_step:
-        raise ValueError(f"staleness={staleness} must be a multiple of updates_per_step={updates_per_step}: "
-                         f"one rollout batch feeds {updates_per_step} updates, e.g. staleness in "
-                         f"{[updates_per_step * m for m in (0, 1, 4, 16)]}")
-    return staleness // updates_per_step
+def queue_depth(staleness: int, updates_per_batch: int) -> int:
+    """Rollout batches in the FIFO: s / k (RunConfig checks that s >= 0 is a multiple of k)."""
+    return staleness // updates_per_batch
 
 
 class StaleQueue:

@@ -8,7 +8,7 @@ import math
 
 import torch
 
-from .objectives import m2po_variant_removals
+from .objectives import m2po_variant_removals, trust_region
 
 # Edges of the |r - 1| bins; bin i holds edges[i] <= |r - 1| < edges[i + 1]. In the output of `summarize`
 # the last edge (infinity, an open-ended bin) is written as None so the dict stays strict JSON.
@@ -37,11 +37,11 @@ def summarize(logp, blogp, advantages, mask, entropy, flags, eta=0.5):
     adv, ent = on_response(advantages), on_response(entropy)
     clipped_low, clipped_high, masked = (flags[key] & resp for key in ("clipped_low", "clipped_high", "masked"))
     clipped = clipped_low | clipped_high
-    trust_region = resp & (((adv > 0) & (log_ratio > 0)) | ((adv < 0) & (log_ratio < 0)))
+    in_trust_region = trust_region(log_ratio, adv, resp)
     low_prob = resp & (torch.exp(on_response(blogp)) < eta)
     means = {  # name: (values, selection)
         "clip_frac_low": (clipped_low, resp), "clip_frac_high": (clipped_high, resp), "mask_frac": (masked, resp),
-        "tr_frac": (trust_region, resp), "entropy": (ent, resp), "entropy_clipped": (ent, clipped),
+        "tr_frac": (in_trust_region, resp), "entropy": (ent, resp), "entropy_clipped": (ent, clipped),
         "entropy_masked": (ent, masked), "entropy_kept": (ent, resp & ~clipped & ~masked),
         "m2": (log_ratio.square(), resp), "m2_kept": (log_ratio.square(), resp & ~masked),
         "kl_k3": (ratio - 1 - log_ratio, resp), "low_prob_frac": (low_prob, resp),

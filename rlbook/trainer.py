@@ -176,7 +176,8 @@ def train(config: RunConfig, run: Run, progress: bool = True) -> None:
                     loss_path=path, engine=sampler.engine.name, training_version=TRAINING_VERSION,
                     **environment(config.device))
     evaluation = partial(evaluation_row, model, tokenizer, task,
-                         evaluation_problems(config.task, config.task_params, config.eval_size), max_new, config)
+                         evaluation_problems(config.task, config.task_params, config.eval_size), max_new,
+                         config.temperature, config.seed, config.eval_samples, batch_size=config.rollout_batch_size)
     start_time = time.time() - run.meta.get("wall_time_s", 0.0)
     if update == 0:  # the first s + k updates train on rollouts of the base model; row 0 is its accuracy
         queue.fill(source)

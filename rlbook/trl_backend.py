@@ -266,13 +266,11 @@ class MetricsRecorder(TrainerCallback):
         self.pending: dict = {}
 
     def evaluation(self, update: int) -> dict:
-        from .evaluate import accuracy, sampled_eval_seed
+        from .evaluate import evaluation_row
 
-        model, config = self.model, self.config
-        return {"eval_greedy_acc": accuracy(model, self.tokenizer, self.task, self.eval_set, self.max_new),
-                "eval_sampled_acc": accuracy(model, self.tokenizer, self.task, self.eval_set, self.max_new,
-                                             config.temperature, seed=sampled_eval_seed(config.seed, update),
-                                             samples=config.eval_samples)}
+        config = self.config  # rollout_batch_size is rlbook's memory bound, which TRL ignores (ENGINE_OPTIONS)
+        return evaluation_row(self.model, self.tokenizer, self.task, self.eval_set, self.max_new, config.temperature,
+                              config.seed, config.eval_samples, update)
 
     def evaluate_base(self) -> None:
         self.run.append({"update": 0, **self.evaluation(0)})
