@@ -100,11 +100,11 @@ def encode(rows: list[dict]) -> bytes:
     return sink.getvalue().to_pybytes()
 
 
-def _schema(table, path: Path) -> dict:
+def _schema(schema, path: Path) -> dict:
     from .storage import UNTOUCHED, CorruptRunError
 
     try:
-        schema = json.loads(table.schema.metadata[SCHEMA_KEY])
+        schema = json.loads(schema.metadata[SCHEMA_KEY])
     except (TypeError, KeyError, ValueError):
         raise CorruptRunError(f"{path}: not a sealed metrics table (no {SCHEMA_KEY.decode()} schema); "
                               f"{UNTOUCHED}") from None
@@ -128,37 +128,41 @@ def _arrow(path: Path, read):
 
 
 class Table:
-    """A table `encode` wrote, decoded from its bytes once: its rows (built on first use) and its columns as lists
-    (each converted on first use). Callers must not change what it hands out (rlbook.runs copies the row list)."""
+    """A table `encode` wrote, read from its bytes column by column as asked, each column converted to a list once;
+    its rows built on first use. Callers must not change what it hands out (rlbook.runs copies the row list)."""
 
     def __init__(self, data: bytes, path: Path):
         import pyarrow as pa
         import pyarrow.parquet as pq
 
         self.path = path
-        self.table = _arrow(path, lambda: pq.read_table(pa.BufferReader(data), use_threads=False))  # small tables
-        schema = _schema(self.table, path)
+        self.file = _arrow(path, lambda: pq.ParquetFile(pa.BufferReader(data)))
+        schema = _schema(self.file.schema_arrow, path)
         self.keysets, self.as_json, self._columns, self._rows = schema["keysets"], schema["json_columns"], {}, None
+        self.names, self.num_rows = self.file.schema_arrow.names, self.file.metadata.num_rows
+
+    def columns(self, keys: list[str]) -> list[list]:
+        """Each key's value in each row, None where a row lacks it (or holds null); only missing columns are read."""
+        missing = [k for k in dict.fromkeys(keys) if k not in self._columns and k in self.names]
+        if missing:
+            table = _arrow(self.path, lambda: self.file.read(columns=missing, use_threads=False))
+            for key in missing:
+                values = table.column(key).to_pylist()
+                self._columns[key] = [None if v is None else json.loads(v) for v in values] \
+                    if key in self.as_json else values
+        return [self._columns[k] if k in self.names else [None] * self.num_rows for k in keys]
 
     def column(self, key: str) -> list:
-        """The key's value in each row, None where a row lacks it (or holds null)."""
-        if key not in self._columns:
-            if key in self.table.column_names:
-                values = self.table.column(key).to_pylist()
-                if key in self.as_json:
-                    values = [None if v is None else json.loads(v) for v in values]
-            else:
-                values = [None] * self.table.num_rows
-            self._columns[key] = values
-        return self._columns[key]
+        return self.columns([key])[0]
 
     def rows(self) -> list[dict]:
         """The rows as written: each with its own keys in its own order (its key set)."""
         if self._rows is None:
-            which, rows = self.column(KEYSETS), [None] * self.table.num_rows
+            self.columns(self.names)  # every column, read in one pass
+            which, rows = self.column(KEYSETS), [None] * self.num_rows
             for number, keys in enumerate(self.keysets):
                 at = [i for i, k in enumerate(which) if k == number]
-                columns = [self.column(key) for key in keys]
+                columns = self.columns(keys)
                 if len(at) < len(which):
                     columns = [[column[i] for i in at] for column in columns]
                 for i, values in zip(at, zip(*columns)):

@@ -108,7 +108,7 @@ class Run:
             return {key: [row.get(key) for row in rows] for key in keys}
         table = self._table()
         self._check_end(table.column("update")[-1:], self.path / SEALED, self.meta)
-        return {key: list(table.column(key)) for key in keys}
+        return {key: list(values) for key, values in zip(keys, table.columns(keys))}
 
     def _table(self) -> columnar.Table:
         """The sealed table, decoded once per content of the file, its updates checked to increase."""
