@@ -129,15 +129,19 @@ def _export(args: argparse.Namespace) -> None:
 
 
 def _export_runs(store: RunStore, args: argparse.Namespace) -> None:
-    from .runs import reference_root
+    from .runs import RunStore, reference_root
     from .tensorboard_export import FORMATS, write_runs
 
     fmt, out = args.export
     if fmt not in FORMATS:
         raise ValueError(f"--export {fmt!r} is not a format; choose one of: {', '.join(FORMATS)}")
     runs = store.runs(args.experiment) + RunStore(reference_root()).runs(args.experiment)
-    for path in write_runs(runs, out):
-        print(path)
+    outcomes = write_runs(runs, out)
+    for outcome in outcomes:  # written, rewritten, unchanged or failed (nothing written for that run)
+        print(outcome.line())
+    failed = [o for o in outcomes if o.status == "failed"]
+    if failed:
+        raise ValueError(f"{len(failed)} of {len(outcomes)} runs were not exported: {failed[0].reason}")
 
 
 def _list_runs(store: RunStore, experiment: str | None) -> int:

@@ -1,5 +1,6 @@
 """`rlbook runs --export tensorboard DIR`: stored runs (reference runs included) as TensorBoard event files, with the
-tags a TRL run logs where TRL has the quantity."""
+tags a TRL run logs where TRL has the quantity; exporting again writes only the runs that changed, and an unreadable
+run or a folder this export did not write is left as it was."""
 import sys
 
 import pytest
@@ -7,7 +8,7 @@ import pytest
 from rlbook import cli, runs
 from rlbook.experiments import grpo_from_scratch
 from rlbook.runs import RunStore
-from rlbook.tensorboard_export import write_runs
+from rlbook.tensorboard_export import STAMP, write_runs
 
 pytest.importorskip("tensorboard")
 
@@ -33,8 +34,9 @@ def scalars(folder):
 
 
 def test_metrics_under_trls_tags_and_rlbooks_own(tmp_path):
-    [folder] = write_runs([stored_run(tmp_path / "runs")], tmp_path / "tb")
-    logged = scalars(folder)
+    [written] = write_runs([stored_run(tmp_path / "runs")], tmp_path / "tb")
+    assert written.status == "written"
+    logged = scalars(written.folder)
     assert logged["train/reward"] == [(1, 0.5), (2, 0.75)]  # TRL's names for TRL's quantities
     assert logged["train/frac_reward_zero_std"] == [(1, 0.125), (2, 0.25)]
     assert logged["train/completions/mean_length"] == [(1, 4.0), (2, 3.5)]
@@ -50,8 +52,10 @@ def test_cli_writes_stored_and_reference_runs(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(runs, "reference_root", lambda: tmp_path / "reference")
     monkeypatch.setattr("rlbook.tensorboard_export.reference_root", lambda: tmp_path / "reference")
     assert cli.main(["runs", "--runs-dir", str(tmp_path / "runs"), "--export", "tensorboard", str(tmp_path / "tb")]) == 0
-    folders = capsys.readouterr().out.split()
-    assert len(folders) == 2 and sum(f.endswith("-reference") for f in folders) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines] == ["written", "written"]
+    folders = [line.split()[1] for line in lines]
+    assert sum(f.endswith("-reference") for f in folders) == 1
     assert all(scalars(f)["train/reward"] for f in folders)
     assert cli.main(["runs", "--export", "csv", str(tmp_path / "x")]) == 2
     assert "choose one of: tensorboard" in capsys.readouterr().err
@@ -61,3 +65,32 @@ def test_missing_tensorboard_is_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)
     with pytest.raises(ValueError, match=r'pip install -e "\.\[tensorboard\]"'):
         write_runs([stored_run(tmp_path / "runs")], tmp_path / "tb")
+
+
+def test_exporting_again_writes_only_what_changed(tmp_path):
+    run, other = stored_run(tmp_path / "runs", seed=0), stored_run(tmp_path / "runs", seed=1)
+    first = write_runs([run, other], tmp_path / "tb")
+    assert [w.status for w in write_runs([run, other], tmp_path / "tb")] == ["unchanged", "unchanged"]
+    run.append({"update": 3, "reward": 1.0})
+    assert [w.status for w in write_runs([run, other], tmp_path / "tb")] == ["rewritten", "unchanged"]
+    assert scalars(first[0].folder)["train/reward"] == [(1, 0.5), (2, 0.75), (3, 1.0)]  # each point once
+    assert len(list(first[0].folder.glob("events.out.tfevents.*"))) == 1
+
+
+def test_an_unreadable_run_or_a_foreign_folder_is_left_alone(tmp_path, capsys, monkeypatch):
+    run = stored_run(tmp_path / "runs")
+    with open(run.path / "metrics.jsonl", "a") as journal:
+        journal.write("{not json\n")
+    [failed] = write_runs([run], tmp_path / "tb")
+    assert failed.status == "failed" and "metrics.jsonl" in failed.reason
+    assert not any((tmp_path / "tb").rglob("events.out.tfevents.*"))  # no partial event file
+    foreign = tmp_path / "tb2" / run.path.parent.name / run.path.name
+    foreign.mkdir(parents=True)
+    (foreign / "mine.txt").write_text("the reader's")
+    monkeypatch.setattr(runs, "reference_root", lambda: tmp_path / "none")  # no reference runs
+    monkeypatch.setattr("rlbook.tensorboard_export.reference_root", lambda: tmp_path / "none")
+    [refused] = write_runs([stored_run(tmp_path / "runs2")], tmp_path / "tb2")
+    assert refused.status == "failed" and f"no {STAMP}" in refused.reason
+    assert [p.name for p in foreign.iterdir()] == ["mine.txt"]
+    assert cli.main(["runs", "--runs-dir", str(tmp_path / "runs"), "--export", "tensorboard", str(tmp_path / "tb")]) == 2
+    assert "1 of 1 runs were not exported" in capsys.readouterr().err
