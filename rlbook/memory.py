@@ -22,7 +22,6 @@ import time
 from dataclasses import dataclass
 
 GB = 1e9
-LORA_TARGETS_PER_LAYER = 7  # q k v o gate up down (models.LORA_TARGETS)
 SAMPLING_LOGIT_COPIES = 4  # float32 logits of a decoding step: logits, log-softmax, probabilities, the draw's
 TRAINING_LOGIT_COPIES = 4  # float32 response logits: / T, log-softmax, entropy's probabilities, their gradient
 EVALUATION_BATCH = 256  # sequences an evaluation samples at once without rollout_batch_size (evaluate.accuracy)
@@ -58,13 +57,17 @@ class Shape:
 
     @property
     def dtype_bytes(self) -> int:
-        from .models import LARGE_HIDDEN
+        """Bytes per weight (models.checkpoint_dtype: bfloat16 from LARGE_HIDDEN on)."""
+        from .models import checkpoint_dtype
 
-        return 2 if self.hidden >= LARGE_HIDDEN else 4  # models.checkpoint_dtype: bfloat16 from LARGE_HIDDEN on
+        return checkpoint_dtype(self.hidden).itemsize
 
     @property
     def checkpointed(self) -> bool:
-        return self.dtype_bytes == 2  # gradient checkpointing comes with the same width (rlbook.trainer)
+        """Trained with gradient checkpointing (rlbook.trainer: from LARGE_HIDDEN on)."""
+        from .models import LARGE_HIDDEN
+
+        return self.hidden >= LARGE_HIDDEN
 
     @property
     def kv(self) -> int:
@@ -90,7 +93,9 @@ class Shape:
 
     @property
     def parameters(self) -> int:
-        return self.linear_parameters + self.vocab * self.hidden * (1 if self.tied else 2)
+        """Every weight: projections, embedding (and an untied lm_head), Qwen3's RMSNorm weights."""
+        norms = self.layers * (2 * self.hidden + 2 * self.head_dim) + self.hidden
+        return self.linear_parameters + self.vocab * self.hidden * (1 if self.tied else 2) + norms
 
     @property
     def active_parameters(self) -> int:

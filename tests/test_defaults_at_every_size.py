@@ -44,3 +44,16 @@ def test_the_1_7b_defaults_train_two_updates_on_the_cpu(tmp_path, capsys, engine
     assert run.meta["engine"] == ("graph" if engine == "auto" else engine)
     assert all(math.isfinite(r["loss"]) and r["grad_norm"] > 0 for r in rows[1:]), rows
     assert "eval_greedy_acc" in rows[-1]
+
+
+@pytest.mark.parametrize("preset", ["nano-small", "nano-moe", "qwen3-1.7b-random", "olmoe-1b-7b-random"])
+def test_the_memory_model_counts_the_parameters_of_every_size(preset):
+    """rlbook.memory's shape, read from the preset alone, counts the model's parameters (OLMoE's norms differ)."""
+    from rlbook.config import RunConfig
+    from rlbook.memory import shape_of
+    from rlbook.models import build_model, count_parameters
+
+    with torch.device("meta"):  # allocates nothing
+        model, _ = build_model(preset)
+    counted, total = shape_of(RunConfig(preset=preset, init="scratch")).parameters, count_parameters(model)[1]
+    assert abs(counted - total) / total < 1e-3, (counted, total)
