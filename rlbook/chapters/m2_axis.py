@@ -1,8 +1,8 @@
 """Chapter 3's lead figure and verdicts: GRPO's clip and M2PO's mask against the stale batches' M2 / tau.
 
-M2PO (arXiv 2510.01161, Fig. 5) reports that GRPO clips 0.66% of tokens at s = 256 while M2PO masks 0.02%. Both
-fractions depend on how far the batches drifted from the policy being trained: their M2, the mean (log r)^2 over
-response tokens, against M2PO's budget tau = 0.04. M2PO masks nothing while a batch's M2 is under tau, so its mask
+M2PO (arXiv 2510.01161, Fig. 5; the numbers in papers.M2PO_REMOVED_TOKENS) reports that GRPO at s = 256 clips
+tens of times the tokens M2PO masks. Both fractions depend on how far the batches drifted from the policy being
+trained: their M2, the mean (log r)^2 over response tokens, against M2PO's budget tau = 0.04. M2PO masks nothing while a batch's M2 is under tau, so its mask
 is tiny only where the batches' M2 is well below tau. The axis of this module is that M2 / tau.
 
 How fractions are averaged: a batch holds about 470 response tokens (128 completions of 3-4 tokens), so one masked
