@@ -3,7 +3,8 @@
 M2PO (arXiv 2510.01161, Fig. 5; the numbers in papers.M2PO_REMOVED_TOKENS) reports that GRPO at s = 256 clips
 tens of times the tokens M2PO masks. Both fractions depend on how far the batches drifted from the policy being
 trained: their M2, the mean (log r)^2 over response tokens, against M2PO's budget tau = 0.04. M2PO masks nothing
-while a batch's M2 is under tau, so its mask is tiny only where the batches' M2 is well below tau. The axis of this module is that M2 / tau.
+while a batch's M2 is under tau, so its mask is tiny only where the batches' M2 is well below tau. The axis of
+this module is that M2 / tau.
 
 How fractions are averaged: a batch holds about 470 response tokens (128 completions of 3-4 tokens), so one masked
 token is about 0.21% of a batch. A run's fraction is the mean over its stale batches (the updates after the first
