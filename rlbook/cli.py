@@ -178,14 +178,15 @@ def _interrupted(store: RunStore | None, config: RunConfig | None) -> str:
 
 
 def _estimate(config: RunConfig, store: RunStore) -> None:
-    """A run that will train: what this machine must provide for it (rlbook.obtain.check_runnable: a ValueError when
-    it cannot), and its memory and compute estimate on one line of stderr."""
+    """A run that will train (not one stored, here or among the reference runs): what this machine must provide for it
+    (rlbook.obtain.check_runnable: a ValueError when it cannot), and its memory and compute estimate on one line of
+    stderr."""
     from .memory import matmul_rate, shape_of, summary
     from .models import set_cpu_threads
     from .obtain import check_runnable
+    from .runs import RunStore, reference_root
 
-    stored = store.find(config)
-    if stored is not None and stored.complete:
+    if any((run := s.find(config)) is not None and run.complete for s in (store, RunStore(reference_root()))):
         return
     estimate = check_runnable(config)
     if estimate is not None:
