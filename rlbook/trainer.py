@@ -158,35 +158,45 @@ def resume(run: Run, model, optimizer, generator) -> tuple[int, deque, dict | No
 
 
 def train(config: RunConfig, run: Run, progress: bool = True) -> None:
-    """Train (or resume) the run described by config, appending one metrics row per update to run."""
+    """Train (or resume) the run described by config, appending one metrics row per update to run.
+
+    The config is resolved once, at the top, into what the loop uses: the policy and its optimizer, `sample` (the
+    engine's sampler of rollout batches, through a frozen semi-online copy when sync_every != 1), the stale queue, the
+    engine's log-prob `path` and the evaluation. The loop between the two marker comments is the update every engine
+    runs (chapter 1 shows it): sample -> reward -> stale queue -> advantages -> objective -> step -> log."""
+    # the policy, its optimizer and the task that rewards a completion
     set_cpu_threads()
     torch.manual_seed(stream_seed("init", config.seed))
     model, tokenizer = init_policy(config, RunStore(run.path.parent.parent), progress)
     task = make_task(config.task, **config.task_params)
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=config.lr,
                                   weight_decay=config.weight_decay)
+    # the sampler of rollout batches, the stale queue in front of it and where a resumed run left them
     max_new = config.max_new_tokens or completion_budget(task, tokenizer)
     sampler, per_batch = BatchSampler(model, tokenizer, task, config, max_new), config.updates_per_step * config.epochs
     queue = StaleQueue(config.staleness, per_batch, math.ceil(config.total_updates / per_batch))
     update, queue.batches, snapshot = resume(run, model, optimizer, sampler.generator)
-    source = SemiOnlineGenerator(model, sampler, config.sync_every, snapshot)  # online: the sampler itself
+    sample = SemiOnlineGenerator(model, sampler, config.sync_every, snapshot)  # online: the sampler itself
+    # the log-prob path of the training pass, and the evaluation a metrics row carries every eval_every updates
     path = loss_path(config, sampler.device)
+    evaluation = partial(evaluation_row, model, tokenizer, task,
+                         evaluation_problems(config.task, config.task_params, config.eval_size), max_new,
+                         config.temperature, config.seed, config.eval_samples, batch_size=config.rollout_batch_size)
     run.truncate(update if update else -1)  # rows past the checkpoint (or of a run killed before one) are re-made
     run.update_meta(complete=False, resumed_at=update or None, fused_ratio=path not in ("reference", "shared"),
                     loss_path=path, engine=sampler.engine.name, training_version=TRAINING_VERSION,
                     **environment(config.device))
-    evaluation = partial(evaluation_row, model, tokenizer, task,
-                         evaluation_problems(config.task, config.task_params, config.eval_size), max_new,
-                         config.temperature, config.seed, config.eval_samples, batch_size=config.rollout_batch_size)
     start_time = time.time() - run.meta.get("wall_time_s", 0.0)
     if update == 0:  # the first s + k updates train on rollouts of the base model; row 0 is its accuracy
-        queue.fill(source)
+        queue.fill(sample)
         run.append({"update": 0, **evaluation(0)})
     bar = progress_bar(None, progress, total=config.total_updates, initial=update,
                        desc=f"{config.name} ({config.objective}, s={config.staleness})")
+    # loop-begin
     for step in range(update // per_batch, queue.total_steps):
         tic = time.time()
-        batch = queue.next_batch(step, update, source)
+        # sample G completions per prompt, rewarded by the task; the stale queue hands out the batch of s updates ago
+        batch = queue.next_batch(step, update, sample)
         sample_s = time.time() - tic  # generation (and, semi-online, swapping the generator's weights in and out)
         advantages = group_advantages(batch.rewards, config.group_size, config.normalize_adv_std)
         prox = no_grad_stats(model, batch, config, path)[0] if needs_proximal(config.objective) else None
@@ -196,6 +206,7 @@ def train(config: RunConfig, run: Run, progress: bool = True) -> None:
             tic, mini = time.time(), batch.select(rows)
             row = {"update": update + 1, "step": step + 1, "epoch": epoch, "policy_lag": update - batch.policy_version,
                    "lr": optimizer.param_groups[0]["lr"], **batch_row(mini, config.group_size),
+                   # the objective on the mini-batch, then the optimizer step
                    **train_update(model, optimizer, mini, advantages[rows], None if prox is None else prox[rows],
                                   config, path, update + 1)}
             update += 1
@@ -204,12 +215,13 @@ def train(config: RunConfig, run: Run, progress: bool = True) -> None:
             sample_s = 0.0  # a step's generation is charged to its first update
             if update % config.eval_every == 0 or update == config.total_updates:
                 row.update(evaluation(update))
-            run.append({**row, "wall_time_s": time.time() - start_time})
+            run.append({**row, "wall_time_s": time.time() - start_time})  # log: one metrics row per update
             bar.update(1)
             bar.set_postfix(reward=f"{row['reward']:.2f}", acc=f"{row.get('eval_greedy_acc', float('nan')):.2f}")
         if (update // config.checkpoint_every) > ((update - per_batch) // config.checkpoint_every):
-            save_state(run, model, optimizer, update, queue.batches, sampler.generator, source.snapshot)
+            save_state(run, model, optimizer, update, queue.batches, sampler.generator, sample.snapshot)
             run.update_meta(updates=update, wall_time_s=round(time.time() - start_time, 1))
+    # loop-end
     bar.close()
-    save_state(run, model, optimizer, update, queue.batches, sampler.generator, source.snapshot)
+    save_state(run, model, optimizer, update, queue.batches, sampler.generator, sample.snapshot)
     run.finish(updates=update, wall_time_s=round(time.time() - start_time, 1))

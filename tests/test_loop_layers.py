@@ -7,6 +7,7 @@ and expected to fail (strict: the test says so once one is fixed, so the list on
 import ast
 import importlib
 import inspect
+from pathlib import Path
 
 import pytest
 
@@ -55,3 +56,18 @@ def test_the_inspection_finds_a_config_parameter():
     import rlbook.trainer
 
     assert "train(config)" in config_parameters(rlbook.trainer)
+
+
+def test_the_loop_chapter_1_shows_is_between_its_markers_in_two_screens():
+    """Chapter 1 includes rlbook/trainer.py after `loop-begin` and before `loop-end` (literalinclude start-after /
+    end-before find a marker's first occurrence in the file): each marker once in the file, in train, around every
+    stage of the update."""
+    import rlbook.trainer
+
+    text, source = Path(rlbook.trainer.__file__).read_text(), inspect.getsource(rlbook.trainer.train)
+    assert text.count("loop-begin") == text.count("loop-end") == 1
+    assert source.count("# loop-begin\n") == 1 and source.count("# loop-end\n") == 1
+    loop = source.split("# loop-begin\n")[1].split("# loop-end\n")[0]
+    assert len(loop.splitlines()) <= 60
+    for stage in ("queue.next_batch(", "group_advantages(", "train_update(", "run.append(", "save_state("):
+        assert stage in loop, stage
