@@ -1,6 +1,7 @@
-"""The toy batch every engine's own advantage and loss code is checked on (tests/test_engine_*.py), and rlbook's
-results on it, which the exports' headers quote beside each engine's.
+"""The toy batch each engine's own advantage and loss code is checked on, and rlbook's results on it.
 
+tests/test_engine_*.py run it through each engine; the exports' headers quote rlbook's results beside an engine's where
+the two compute different quantities by design.
 One group of four completions of one prompt: rewards [1, 0, 0, 0], lengths [2, 6, 6, 6] response tokens. Each token's
 log-probability under three policies: the behaviour policy that sampled it (`blogp`, `STALENESS` updates ago), the
 policy at the start of the step (`prox_logp`, the proximal policy of decoupled PPO) and the current one (`logp`).

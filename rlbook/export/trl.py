@@ -1,6 +1,6 @@
-"""TRL 1.16: a flat YAML for `trl grpo --config FILE` (trl/scripts/grpo.py), which TrlParser reads into GRPOConfig,
-ModelConfig and the script's arguments, each key to the dataclass that defines it.
+"""TRL 1.16: a flat YAML for `trl grpo --config FILE` (trl/scripts/grpo.py).
 
+TrlParser reads it into GRPOConfig, ModelConfig and the script's arguments, each key to the dataclass that defines it.
 The arguments are the TRL backend's (rlbook.trl_backend.trl_arguments), so an export and a TRL-backend run of the same
 config ask TRL for the same update. The LoRA adapter goes through ModelConfig (use_peft, lora_*), which the script
 turns into a peft LoraConfig (trl.get_peft_config); the model loads in float32 and trains without bf16, as rlbook's.

@@ -21,7 +21,6 @@ ROLLOUT = "verl/workers/config/rollout.py"
 ACTOR = "verl/workers/config/actor.py"
 OPTIMIZER = "verl/workers/config/optimizer.py"
 ENGINE = "verl/workers/config/engine.py"
-LOSSES = "verl/trainer/ppo/core_algos.py"
 PLUGIN = "rlbook.engine_plugins.verl_losses"
 # rlbook objective -> the registered policy loss that computes it (rlbook's own in PLUGIN, prefixed rlbook_)
 LOSS_MODES = {"grpo": "vanilla", "no_clip": "vanilla", "gspo": "gspo", "tis": "vanilla", "m2po": "rlbook_m2po",
@@ -96,8 +95,8 @@ def verl_export(config: RunConfig) -> Export:
         key = "ar_alpha" if loss_mode == "rlbook_ar" else "tau"
         value = config.ar_alpha if key == "ar_alpha" else config.objective_params.get("tau", 0.04)
         out.set(f"+{actor}.policy_loss.{key}", value, PLUGIN.replace(".", "/") + ".py")
-    out.set(f"{actor}.policy_loss.loss_mode", loss_mode, LOSSES)
-    out.set(f"{actor}.loss_agg_mode", "seq-mean-token-mean" if config.objective == "gspo" else "token-mean", LOSSES)
+    out.set(f"{actor}.policy_loss.loss_mode", loss_mode, ACTOR)
+    out.set(f"{actor}.loss_agg_mode", "seq-mean-token-mean" if config.objective == "gspo" else "token-mean", ACTOR)
     out.set(f"{actor}.optim.lr", config.lr, OPTIMIZER)
     out.set(f"{actor}.optim.weight_decay", config.weight_decay, OPTIMIZER)
     out.set(f"{actor}.optim.clip_grad", config.max_grad_norm, OPTIMIZER)
