@@ -48,7 +48,7 @@ import re  # noqa: E402
 from docutils import nodes  # noqa: E402
 from sphinx.transforms import SphinxTransform  # noqa: E402
 
-ARXIV = re.compile(r"arXiv:? ?(\d{4}\.\d{4,5})")
+ARXIV = re.compile(r"arXiv:?\s*(\d{4}\.\d{4,5})")
 NOT_PROSE = (nodes.reference, nodes.literal, nodes.literal_block, nodes.raw, nodes.math, nodes.math_block,
              nodes.comment)
 
@@ -57,6 +57,16 @@ class ArxivLinks(SphinxTransform):
     default_priority = 500
 
     def apply(self):
+        for element in list(self.document.findall(nodes.TextElement)):  # "arXiv" and its number on two lines of
+            joined = []                                                 # the source are two Text nodes: join them
+            for child in element.children:
+                if joined and isinstance(child, nodes.Text) and isinstance(joined[-1], nodes.Text):
+                    joined[-1] = nodes.Text(str(joined[-1]) + str(child))
+                else:
+                    joined.append(child)
+            if len(joined) < len(element.children):
+                element.children = []
+                element.extend(joined)
         for text in list(self.document.findall(nodes.Text)):
             parent = text.parent
             if parent is None or any(isinstance(node, NOT_PROSE) for node in _ancestors(parent)):

@@ -20,7 +20,8 @@ from pathlib import Path
 REVEAL = "reveal.js@6.0.2"
 REVEAL_FILES = ("dist/reveal.js", "dist/reveal.css", "dist/theme/white.css", "dist/plugin/notes.js")
 ROWS_PER_SLIDE = 7  # verdict rows on one slide; a longer table continues on the next
-CHARACTERS_PER_SLIDE = 650  # "what it means" is cut between paragraphs into slides of about this much text
+CHARACTERS_PER_SLIDE = 650  # "what it means" is cut between paragraphs into slides of about this much text,
+MEANING_SLIDES = 2  # on at most this many slides (what does not fit goes to the speaker notes)
 HEADLINE = re.compile(r"```\{figure\} figures/(?P<figure>[\w/]+)\.png\n:target: (?P<stem>\w+)\.html")
 GLUE = re.compile(r"\{glue(?::\w+)?\}`([^`]+)`")
 ROLE = re.compile(r"\{[\w:-]+\}`([^`]*)`")
@@ -173,50 +174,95 @@ def headline_figures(landing: str) -> dict[str, str]:
     return {m["stem"]: m["figure"] for m in HEADLINE.finditer(landing)}
 
 
-def slides(notebook: dict, stem: str, lead: Path | None, folder: Path) -> list[Slide]:
-    """The deck of one chapter page; figures are written into `folder` (the deck's own)."""
-    glue = glue_values(notebook)
-    sections = _sections(notebook, glue)
-    question = next((p for p in _paragraphs(sections["opening"])), "")
-    deck = [Slide(f"<h1>{html.escape(sections.get('title', stem))}</h1>{markdown(question)}",
-                  "Ask the room for a prediction before the first figure.")]
-    heading, mechanism = next(((k, v) for k, v in sections.items() if k not in ("opening", "title")), ("", ""))
-    blocks = _paragraphs(mechanism)
-    equation = next((b for b in blocks if b.startswith("$$")), "")
-    deck.append(Slide(f"<h2>{html.escape(heading)}</h2>{markdown(blocks[0] if blocks else '')}{markdown(equation)}",
-                      markdown("\n\n".join(b for b in blocks[1:] if b is not equation)[:1500])))
-    lead_name = lead.stem if lead else None
+SLIDE_FRAME = (1200, 700)  # the pixels a figure may take on a slide (reveal.js frame 1280 x 800, less the margins)
+SAVED = re.compile(r'save_figure\(.*?"(?P<name>[\w.-]+)"')
+
+
+def for_a_slide(page_png: Path) -> Path:
+    """Of a figure's two saved layouts, the page column's (<name>.png: panels stacked) and the one it was drawn in
+    (<name>.slide.png: side by side), the one whose text a slide's frame shows larger."""
+    from PIL import Image
+
+    def scale(path: Path) -> float:
+        with Image.open(path) as image:
+            return min(SLIDE_FRAME[0] / image.width, SLIDE_FRAME[1] / image.height)
+
+    wide = page_png.with_suffix(".slide.png")
+    return wide if wide.exists() and scale(wide) > scale(page_png) else page_png
+
+
+def figure_slides(notebook: dict, lead: Path | None, folder: Path) -> list[Slide]:
+    """The mechanism figure (the page's first, unless it is the lead figure) and the lead figure (`lead`, a saved
+    figure's page PNG), copied into `folder` in the layout a slide shows larger (`for_a_slide`); captions in the
+    notes."""
     images = _images(notebook)
-    first = images[0] if images else None
-    lead_cell = next((cell for cell, _ in images if lead_name and f'"{lead_name}"' in _source(cell)), None)
+    lead_cell = next((cell for cell, _ in images if lead and f'"{lead.stem}"' in _source(cell)), None)
     folder.mkdir(parents=True, exist_ok=True)
-    if first and first[0] is not lead_cell:
-        (folder / "mechanism.png").write_bytes(first[1])
-        deck.append(Slide(f"<img class='figure' src='{folder.name}/mechanism.png' alt='the mechanism'>",
-                          html.escape(_caption(first[0]))))
+    shown = []
+    if images and images[0][0] is not lead_cell:
+        cell, png = images[0]
+        saved = SAVED.search(_source(cell))
+        page_png = lead.parent / f"{saved['name']}.png" if lead and saved else None
+        (folder / "mechanism.png").write_bytes(for_a_slide(page_png).read_bytes() if page_png and page_png.exists()
+                                               else png)
+        shown.append(Slide(f"<img class='figure' src='{folder.name}/mechanism.png' alt='the mechanism'>",
+                           html.escape(_caption(cell))))
     if lead is not None and lead.exists():
-        (folder / "lead.png").write_bytes(lead.read_bytes())
-        deck.append(Slide(f"<img class='figure' src='{folder.name}/lead.png' alt='the lead figure'>",
-                          html.escape(_caption(lead_cell) if lead_cell else "") + " Ask for a prediction first."))
+        (folder / "lead.png").write_bytes(for_a_slide(lead).read_bytes())
+        shown.append(Slide(f"<img class='figure' src='{folder.name}/lead.png' alt='the lead figure'>",
+                           html.escape(_caption(lead_cell) if lead_cell else "") + " Ask for a prediction first."))
+    return shown
+
+
+def _sentences(paragraph: str) -> list[str]:
+    """A paragraph longer than CHARACTERS_PER_SLIDE cut between sentences into pieces of at most about that much."""
+    pieces = []
+    for sentence in re.split(r"(?<=[.?!])\s+(?=[A-Z*(])", paragraph):
+        if pieces and len(pieces[-1]) + len(sentence) < CHARACTERS_PER_SLIDE:
+            pieces[-1] += " " + sentence
+        else:
+            pieces.append(sentence)
+    return pieces
+
+
+def meaning_slides(text: str) -> list[Slide]:
+    """"What it means" on at most MEANING_SLIDES slides of about CHARACTERS_PER_SLIDE, cut between paragraphs; what
+    does not fit goes to the last one's notes."""
+    parts = []
+    for block in (chunk for paragraph in _paragraphs(text) for chunk in _sentences(paragraph)):
+        if parts and sum(map(len, parts[-1])) + len(block) <= CHARACTERS_PER_SLIDE:
+            parts[-1].append(block)
+        else:
+            parts.append([block])
+    shown = [Slide("<h2>What it means</h2>" + markdown("\n\n".join(part)), "The verdicts quoted here are the "
+                   "table's; the chapter page has the figures behind them.") for part in parts[:MEANING_SLIDES]]
+    if shown:
+        shown[-1].notes += markdown("\n\n".join(block for part in parts[MEANING_SLIDES:] for block in part))
+    return shown
+
+
+def slides(notebook: dict, stem: str, lead: Path | None, folder: Path) -> list[Slide]:
+    """The deck of one chapter page, its figures copied into `folder` (the deck's own)."""
+    sections = _sections(notebook, glue_values(notebook))
+    title = html.escape(sections.get("title", stem))
+    question = next(iter(_paragraphs(sections["opening"])), "")
+    deck = [Slide(f"<h1>{title}</h1>{markdown(question)}", "Ask the room for a prediction before the first figure.")]
+    heading, mechanism = next(((k, v) for k, v in sections.items() if k not in ("opening", "title")), ("", ""))
+    first, *rest = _paragraphs(mechanism) or [""]
+    equations = [b for b in rest if b.startswith("$$")][:1]
+    deck.append(Slide(f"<h2>{html.escape(heading)}</h2>{markdown(first)}{markdown(''.join(equations))}",
+                      markdown("\n\n".join(b for b in rest if b not in equations)[:1500])))
+    deck += figure_slides(notebook, lead, folder)
     table = verdict_table(notebook)
     if table:
-        rule = _section(sections, "the paper reports")[1]
         deck += verdict_slides(table)
-        deck[-1].notes += markdown(rule)
-    meaning, part = _paragraphs(_section(sections, "what it means")[1]), []
-    for block in meaning + [None]:
-        if part and (block is None or sum(map(len, part)) + len(block) > CHARACTERS_PER_SLIDE):
-            deck.append(Slide("<h2>What it means</h2>" + markdown("\n\n".join(part)), "The verdicts quoted here "
-                              "are the table's; the chapter page has the figures behind them."))
-            part = []
-        if block is not None:
-            part.append(block)
+        deck[-1].notes += markdown(_section(sections, "the paper reports")[1])
+    deck += meaning_slides(_section(sections, "what it means")[1])
     exercises = [b for b in _paragraphs(_section(sections, "exercises")[1]) if re.match(r"^\d+\.", b)]
     if exercises:
         deck.append(Slide("<h2>Exercise</h2>" + markdown(exercises[0]), "Run it live; ask for the prediction "
                           "first. The others:" + markdown("\n\n".join(exercises[1:]))))
-    name = html.escape(sections.get("title", stem))
-    deck.append(Slide(f"<h2>More</h2><p>The chapter: <a href='../{stem}.html'>{name}</a></p><p>The notebook: "
+    deck.append(Slide(f"<h2>More</h2><p>The chapter: <a href='../{stem}.html'>{title}</a></p><p>The notebook: "
                       f"<code>notebooks/{stem}.ipynb</code> (JupyterLab)</p><p>The lecture plan: "
                       f"<a href='../teaching.html#lecture-{stem}'>teaching</a></p>"))
     return deck

@@ -107,3 +107,12 @@ def test_a_long_verdict_table_continues_on_more_slides():
 def test_the_landing_page_names_each_chapters_lead_figure():
     leads = deck.headline_figures((book.BOOK / "index.md").read_text())
     assert set(leads) == {p.stem for p in book.NOTEBOOKS.glob("*.ipynb")}, leads
+
+
+def test_what_it_means_fills_at_most_two_slides_and_the_rest_goes_to_the_notes():
+    sentence = "The merge lowers the loss by **{:d}** nats, within noise of the annealed twin. "
+    text = "".join(sentence.format(i) for i in range(40))  # one long paragraph
+    slides = deck.meaning_slides(text)
+    assert len(slides) == deck.MEANING_SLIDES
+    assert all(len(s.body) < 2 * deck.CHARACTERS_PER_SLIDE for s in slides)
+    assert "<strong>39</strong>" in slides[-1].notes and "<strong>0</strong>" in slides[0].body

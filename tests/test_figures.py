@@ -1,5 +1,5 @@
-"""Chapter 2 / 3 figures (rlbook.chapters), grouping helpers, tables and explorers on small synthetic runs (no
-training)."""
+"""Chapter 1 / 2 / 3 figures (rlbook.chapters), grouping helpers, tables, explorers, log-axis ticks and the saved
+files of a figure, on small synthetic runs (no training)."""
 import json
 import math
 
@@ -11,7 +11,7 @@ from matplotlib.ticker import NullFormatter  # noqa: E402
 import pytest  # noqa: E402
 
 from rlbook import stats  # noqa: E402
-from rlbook.chapters import clip_vs_mask, run_groups, staleness  # noqa: E402
+from rlbook.chapters import clip_vs_mask, grpo, run_groups, staleness, style  # noqa: E402
 from rlbook.config import RunConfig  # noqa: E402
 from rlbook.runs import RunStore  # noqa: E402
 
@@ -145,10 +145,12 @@ def test_collapse_anatomy_draws_each_run_per_block_of_updates(sweep):
     assert list(m2.lines[0].get_xdata()) == [10, 20, 24]
     assert m2.lines[0].get_ydata()[0] == pytest.approx(0.55)  # the mean of 0.1 ... 1.0
     assert grad_norm.get_yscale() == m2.get_yscale() == "log"
-    labelled = lambda ax: not isinstance(ax.yaxis.get_minor_formatter(), NullFormatter)
-    assert labelled(grad_norm) and labelled(m2)  # under a decade: only the minor ticks can carry labels
-    finer = staleness.collapse_anatomy(run_groups.select(runs, "no_clip", "max"), block=2)
-    assert not labelled(finer.axes[1])  # 2 to 24: a decade tick inside, minor labels would crowd
+    labels = lambda ax: [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
+    finer = staleness.collapse_anatomy(run_groups.select(runs, "no_clip", "max"), block=2)  # 2 to 24: a decade inside
+    for figure in (fig, finer):
+        figure.canvas.draw()
+        for ax in figure.axes[1:]:  # a few labelled ticks, never crowded, whether or not the axis spans a decade
+            assert 2 <= len(labels(ax)) <= style.MAX_LOG_LABELS, labels(ax)
     assert list(accuracy.lines[1].get_ydata()) == [0.3, 0.45, 0.0]
 
 
@@ -194,7 +196,8 @@ def test_token_figures(sweep):
 def explorers(sweep):
     runs, taus = sweep
     return [staleness.staleness_explorer(runs), clip_vs_mask.token_explorer(runs),
-            clip_vs_mask.tau_explorer(taus, references=run_groups.select(runs, "grpo", 0))]
+            clip_vs_mask.tau_explorer(taus, references=run_groups.select(runs, "grpo", 0)),
+            grpo.run_explorer(run_groups.select(runs, "grpo", 0))]
 
 
 def test_an_explorer_is_one_definition_shown_as_a_widget_too(sweep):
@@ -282,3 +285,43 @@ def test_an_explorers_long_title_is_broken_into_lines_that_fit_the_column():
     assert wrap_title(long)["layout"]["height"] == 400 and "<br>" not in long["layout"]["title"]["text"]
     short = {"data": [], "layout": {"title": {"text": "Reward"}}}
     assert wrap_title(short) == short
+
+
+def test_chapter_1s_explorer_shows_the_seed_asked_for(sweep):
+    runs = run_groups.select(sweep[0], "grpo", 0)
+    view = grpo.run_explorer(runs).view("eval_greedy_acc", 1)
+    chosen = view["data"][-1]
+    assert chosen["name"] == "seed 1" and chosen["y"] == runs[1].series("eval_greedy_acc")[1]
+    assert [trace["name"] for trace in view["data"][:-1]] == ["seed 0"]
+
+
+@pytest.mark.parametrize("low, high", [(0.5, 2.2), (0.54, 0.64), (1e-3, 0.3), (1e-5, 0.1), (0.02, 40)])
+def test_a_log_axis_labels_a_few_plain_ticks(low, high):
+    """No overlapping labels on a log axis: at most style.MAX_LOG_LABELS, at least two, as plain numbers (no
+    1.2 x 10^0, no 1e-05), and no labelled minor ticks."""
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [low, high])
+    ax.set_yscale("log")
+    style.plain_log_ticks(ax)
+    fig.canvas.draw()
+    labels = [t.get_text() for t in ax.get_yticklabels() if t.get_visible() and t.get_text()]
+    assert 2 <= len(labels) <= style.MAX_LOG_LABELS, labels
+    assert not any("e-" in label or "^{0}" in label for label in labels), labels
+    assert isinstance(ax.yaxis.get_minor_formatter(), NullFormatter)
+
+
+def test_a_saved_figure_has_a_page_layout_and_a_wider_slide_layout(tmp_path, monkeypatch):
+    """save_figure writes the page's PNG and SVG (panels stacked for the column) and, first, <name>.slide.png in the
+    layout the figure was drawn in (three panels side by side), which the decks use."""
+    from PIL import Image
+
+    monkeypatch.setattr(style, "FIGURE_DIR", tmp_path)
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    for ax in axes:
+        ax.plot([0, 1], [0, 1])
+    style.save_figure(fig, "09", "three_panels", "seeds 0-4; made by this code")
+    files = {p.name for p in (tmp_path / "09").iterdir()}
+    assert files == {"three_panels.png", "three_panels.svg", "three_panels.slide.png"}
+    with Image.open(tmp_path / "09" / "three_panels.png") as page, \
+            Image.open(tmp_path / "09" / "three_panels.slide.png") as slide:
+        assert slide.width / slide.height > 2 * page.width / page.height

@@ -40,7 +40,7 @@ def run_explorer(runs, metrics=("eval_greedy_acc", "eval_sampled_acc", "reward",
                 Control("seed", "seed", sorted(by_seed), kind="slider")]
     return Explorer("Explore the reference runs (stored runs)",
                     "Pick a metric and a seed: that run in blue, the other seeds in grey. Before you move the seed, "
-                    "predict how far apart two seeds end.", controls, view)
+                    "predict how far apart two seeds end.", controls, view, {"height": 560})
 
 
 def clipped_surrogate_figure(eps: float = 0.2):

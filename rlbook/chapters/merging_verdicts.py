@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import fields
 
 from .. import stats
+from ..runset import seed_list
 from . import papers, tables
 from .pma import merge_name
 from .verdicts import MATCH_BOUND, Signature
@@ -108,3 +109,15 @@ def summary_table(references) -> str:
     columns = {"held-out loss": tables.over_seeds(lambda v: v["loss"], _g), "greedy accuracy": tables.over_seeds(
         lambda v: v["acc"])}
     return tables.score_table(rows, columns, "model")
+
+
+def reference_line(references) -> str:
+    """The line naming the reference trajectories under the chapter's figure and table: how many, their seeds, the
+    model and length, where they were trained, and whether this code made them."""
+    seeds = [r.config.seed for r in references]
+    older = [r.config.seed for r in references if not r.current]
+    devices = ", ".join(sorted({r.meta["trajectory"]["device"] for r in references}))
+    made = f"made by older code (seeds {seed_list(older)}), recomputation pending" if older else "made by this code"
+    first = references[0].config
+    return (f"{len(references)} reference trajectories, seeds {seed_list(seeds)}: {first.preset}, {first.max_steps} "
+            f"steps, trained on {devices}; {made}")

@@ -1,7 +1,7 @@
 """Chapter 5's figures, drawn from stored trajectory results.
 
-Chapter 5 figures (PMA, arXiv 2505.12082): the WSD trajectory, the merge grid and curve, the loss surface,
-PMA-init, spike recovery, the merge explorer's view of one merge and its in-page replay."""
+Chapter 5 figures (PMA, arXiv 2505.12082): the three methods' weights, the WSD trajectory, the merge grid and curve,
+the loss surface, PMA-init, spike recovery, the merge explorer's view of one merge and its in-page replay."""
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
@@ -14,6 +14,18 @@ from .style import legend_below, plain_log_ticks
 ANNEALED = {"annealed": ("*", "C3", "annealed, final"), "annealed_equal": ("P", "C4", "annealed, equal tokens")}
 KEYS = {"loss": ("Held-out loss", "loss (nats per token, log scale)"),
         "acc": ("Greedy accuracy", "accuracy (fraction correct)")}
+
+
+def weights_figure(n: int = 10, alpha: float = 0.2):
+    """The weight w_i of each of the last n checkpoints (oldest first) in an SMA, a WMA and an EMA merge."""
+    fig, ax = plt.subplots(figsize=(7.5, 3.8))
+    width = 0.27
+    for i, method in enumerate(("sma", "wma", "ema")):
+        label = method.upper() + (f" (α = {alpha})" if method == "ema" else "")
+        ax.bar(np.arange(1, n + 1) + (i - 1) * width, merge_weights(method, n, alpha), width, label=label)
+    ax.set(xticks=range(1, n + 1), xlabel=f"checkpoint i (1 = oldest, {n} = newest)", ylabel="weight $w_i$",
+           title=f"The weight of each of {n} checkpoints in the merge")
+    return legend_below(fig, ax, ncols=3)
 
 
 def _decay(ax, traj):
@@ -131,6 +143,7 @@ def pma_init_figure(traj, inits: list):
             ax.plot(steps, series.mean(0), color=color, lw=2.5, label=labels[start] + " (mean; thin: each stream)")
         ax.set(title=heading, xlabel="continued training step", ylabel=unit,
                yscale="log" if key == "loss" else "linear")
+    plain_log_ticks(axes[0])
     legend_below(fig, axes[0], ncols=2)
     return fig
 
@@ -144,7 +157,8 @@ def spike_figure(traj, checkpoints: dict, spikes: list):
     for i, spike in enumerate(spikes):
         ramp = spike["spike_rows"]
         axes[0].plot([r["step"] for r in ramp], [r["loss"] for r in ramp], color=f"C{i + 2}", lw=1.2,
-                     label=f"stream {i}: spike at step {spike['spike_step']}")
+                     label=f"stream {i}: " + (f"spike at step {spike['spike_step']}" if spike["spike_step"]
+                                              else "no spike"))
         if spike["spike_step"]:
             axes[0].axvline(spike["spike_step"], color=f"C{i + 2}", ls="--", lw=1)
     twin.semilogy([r["step"] for r in ramp], [r["lr"] for r in ramp], ":", color="grey")
@@ -163,6 +177,8 @@ def spike_figure(traj, checkpoints: dict, spikes: list):
                          if spike is spikes[0] else None)
     axes[1].set(title="Resuming at the trajectory's learning rate", xlabel="steps after the branch point",
                 ylabel="training loss, 5-step mean (log scale)", yscale="log")
+    for ax in (axes[0], twin, axes[1]):
+        plain_log_ticks(ax)
     return legend_below(fig, axes, ncols=2)  # one legend under the panels, clear of the data
 
 
@@ -186,6 +202,7 @@ def merge_figure(traj, checkpoints: dict, method: str = "sma", n: int | None = N
         right.plot([x], [r["loss"]], marker, ms=11, color=color,
                    label=f"{label}: loss {r['loss']:.3f}, accuracy {r['acc']:.2f}")
     right.set(title="Held-out loss of the merge", xlabel="training step", ylabel="loss (log scale)", yscale="log")
+    plain_log_ticks(right)
     legend_below(fig, right, ncols=2)
     return fig
 
@@ -252,8 +269,6 @@ def reference_figure(references, method: str = "sma"):
     the last stable checkpoint, its `method` merge of the last focus_n checkpoints and the annealed models; right,
     the share of the loss gap between the last checkpoint and the twin annealed at equal tokens that each merge of
     the grid closes (bars: mean over seeds ± standard error; dots: seeds)."""
-    from matplotlib.ticker import FuncFormatter
-
     c, end = references[0].config, references[0].end
     merge = merge_name(method, c.focus_n, end, c.alpha)
     stops = {str(end): f"step {end}\n(last stable)", merge: f"{method.upper()} merge\nN = {c.focus_n}",
@@ -266,7 +281,7 @@ def reference_figure(references, method: str = "sma"):
                     label=f"seed {r.config.seed}")
         ax.set(xticks=range(len(stops)), xticklabels=list(stops.values()), title=f"{KEYS[key][0]}, per seed",
                ylabel=KEYS[key][1], yscale="log" if key == "loss" else "linear")
-    axes[0].yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    plain_log_ticks(axes[0])
     ns = sorted({r["n"] for r in references[0].merges.values() if r["end"] == end})
     width = 0.8 / len(c.methods)
     for i, m in enumerate(c.methods):

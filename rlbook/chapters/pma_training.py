@@ -148,3 +148,60 @@ def summarize(traj: Trajectory, checkpoints: dict, grid: dict, curve: dict, init
             "resume_merge_wins": sum(s["merged"][-1]["heldout_loss"] < s["last"][-1]["heldout_loss"]
                                      for s in recovered)}
 
+
+
+def step_list(steps) -> str:
+    """Steps in words: [120] -> 'step 120', [120, 140] -> 'steps 120 and 140', [None] or [] -> 'no spike'."""
+    steps = [s for s in steps if s is not None]
+    if not steps:
+        return "no spike"
+    return f"step {steps[0]}" if len(steps) == 1 else f"steps {', '.join(map(str, steps[:-1]))} and {steps[-1]}"
+
+
+def demonstration_table(traj: Trajectory, s: dict, profile: str, device: str) -> str:
+    """Markdown: what one demonstration trajectory shows of each of PMA's claims (`summarize`'s numbers, in words;
+    no verdict: one trajectory decides nothing, the chapter's verdicts come from the reference trajectories)."""
+    c = traj.config
+    last, annealed, equal, (best_name, best) = s["last"], s["annealed"], s["annealed_equal"], s["best_merge"]
+    gi, gl, k = s["init"]["merged"], s["init"]["last"], s["repeats"]
+    closed = lambda key: ("no gap to close" if s["gap_closed"][key] is None
+                          else f"the best merge closes {s['gap_closed'][key]:.1%} of the loss gap")
+    rows = [
+        ("Merging stable-phase checkpoints improves on the latest checkpoint",
+         f"{s['merges_beating_last']} of {s['merges']} merges have a lower held-out loss than step {s['end']} (loss "
+         f"{last['loss']:.3g}, accuracy {last['acc']:.2f}); the best, {best_name}: loss {best['loss']:.3g}, accuracy "
+         f"{best['acc']:.2f}"),
+        ("The merged model matches or beats the annealed one (equal tokens)",
+         f"the twin annealed at step {s['end']}: loss {equal['loss']:.3g}, accuracy {equal['acc']:.2f}; "
+         f"{closed('annealed_equal')}"),
+        ("(the same, against the final annealed model)",
+         f"loss {annealed['loss']:.3g}, accuracy {annealed['acc']:.2f} after {c.decay_steps} more steps; "
+         f"{closed('annealed')}"),
+        ("Along the stable phase, merges beat their checkpoints",
+         f"the SMA merge of {c.focus_n} beats its last checkpoint at {s['sma_beats_checkpoint']} of "
+         f"{s['curve_points']} points"),
+        ("Early in training WMA is best; later SMA is as good",
+         f"mean held-out loss WMA minus SMA: {s['wma_minus_sma'][0]:+.3g} in the first half of the stable phase, "
+         f"{s['wma_minus_sma'][1]:+.3g} in the second (negative: WMA better)"),
+        ("PMA-init: smoother GradNorm, fewer loss spikes",
+         f"mean over {k} streams, merge vs checkpoint: grad-norm std {gi['grad_norm_std']:.2f} vs "
+         f"{gl['grad_norm_std']:.2f}, max {gi['grad_norm_max']:.1f} vs {gl['grad_norm_max']:.1f}, loss spikes "
+         f"{gi['spikes']:.1f} vs {gl['spikes']:.1f}; held-out loss at the end {gi['heldout_loss']:.3g} vs "
+         f"{gl['heldout_loss']:.3g} (merge lower in {s['init_merge_wins']} of {k})"),
+    ]
+    spikes = step_list(s["spike_steps"])
+    if s["resume"]:
+        rm, rl = s["resume"]["merged"], s["resume"]["last"]
+        rows.append(("Merging pre-spike checkpoints and resuming recovers from a loss spike",
+                     f"spikes at {spikes} of the LR ramp; mean over {s['recovered']} streams, merge vs last pre-spike "
+                     f"checkpoint: held-out loss {rm['start_loss']:.3g} vs {rl['start_loss']:.3g} at the restart, "
+                     f"{rm['heldout_loss']:.3g} vs {rl['heldout_loss']:.3g} after {c.resume_steps} steps (merge lower "
+                     f"in {s['resume_merge_wins']} of {s['recovered']})"))
+    else:
+        rows.append(("Merging pre-spike checkpoints and resuming recovers from a loss spike",
+                     f"{spikes} on the LR ramp with a checkpoint before it: nothing to recover from"))
+    table = "| the paper reports (PMA, arXiv 2505.12082) | this one trajectory shows |\n|---|---|\n"
+    table += "".join(f"| {claim} | {seen} |\n" for claim, seen in rows)
+    return table + (f"\nProfile **{profile}**: {c.preset}, {c.max_steps} steps, a checkpoint every "
+                    f"{c.checkpoint_every} steps; one trajectory seed ({c.seed}), PMA-init and spike recovery on {k} "
+                    f"data streams; ran on {device}.")

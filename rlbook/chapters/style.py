@@ -147,22 +147,23 @@ def fit_for_page(fig):
 
 
 def save_figure(fig, chapter: str, name: str, runs=None) -> None:
-    """Write fig as FIGURE_DIR/<chapter>/<name>.png and .svg (build/figures/ unless $RLBOOK_FIGURES says otherwise).
+    """Write fig as FIGURE_DIR/<chapter>/<name>.png and .svg (build/figures/ unless $RLBOOK_FIGURES says otherwise),
+    laid out for the page column, and first as <name>.slide.png in the layout it was drawn in (panels side by side:
+    what a slide's wide frame shows larger; rlbook.deck uses it).
 
     With `runs` (a RunSet, or a list of runs), the figure first gets their provenance line above its panels: seeds,
     and whether this code or older code made them (rlbook.runset.provenance), so a slide cannot lose it; a figure
     drawn from several sets passes their line, as text. Returns nothing, so a notebook cell that ends with it shows
     the figure and no file name."""
-    fit_for_page(fig)
+    folder = FIGURE_DIR / chapter
+    folder.mkdir(parents=True, exist_ok=True)
     if runs is not None:
         from ..runset import provenance
 
         line = runs if isinstance(runs, str) else runs.label() if hasattr(runs, "label") else provenance(runs)
-        label = fig.text(0.01, 1.0, line, ha="left", va="bottom", color="0.3", transform=fig.transFigure,
-                         fontsize=MIN_FONT_PT)
-        _wrap(label, 0.98 * fig.bbox.width, fig.canvas.get_renderer())
-    folder = FIGURE_DIR / chapter
-    folder.mkdir(parents=True, exist_ok=True)
+        fig.text(0.01, 1.0, line, ha="left", va="bottom", color="0.3", transform=fig.transFigure, fontsize=MIN_FONT_PT)
+    fig.savefig(folder / f"{name}.slide.png", bbox_inches="tight")
+    fit_for_page(fig)  # wraps the provenance line too
     fig.savefig(folder / f"{name}.svg", bbox_inches="tight")
     fig.savefig(folder / f"{name}.png", bbox_inches="tight")
 
@@ -207,11 +208,35 @@ def legend_below(fig, axes, ncols: int | None = None):
     return fig
 
 
-def plain_log_ticks(ax, minor: bool = True) -> None:
-    """Tick labels of a log-scaled y axis as plain numbers (1.2, not 1.2 x 10^0); minor=False labels only the
-    decades (for an axis spanning several, whose minor labels would overlap)."""
-    from matplotlib.ticker import FuncFormatter, NullFormatter
+MAX_LOG_LABELS = 5  # the most labelled ticks on a log axis (more overlap on a short panel)
 
-    label = FuncFormatter(lambda value, _: f"{value:g}")
-    ax.yaxis.set_major_formatter(label)
-    ax.yaxis.set_minor_formatter(label if minor else NullFormatter())
+
+def plain_log_ticks(ax, minor: bool = True, axis: str = "y") -> None:
+    """Tick labels of a log-scaled axis as plain numbers (1.2, not 1.2 x 10^0), at most MAX_LOG_LABELS of them so
+    that none overlap: the first of 1-9, 1-2-5 or 1 per decade that gives that few (minor=False: the decades only,
+    for an axis spanning several); an axis too short to hold two of them gets evenly spaced plain ticks. Call it
+    once the data is drawn (it reads the axis's limits)."""
+    import math
+
+    from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullFormatter
+
+    target = ax.yaxis if axis == "y" else ax.xaxis
+    low, high = sorted(ax.get_ylim() if axis == "y" else ax.get_xlim())
+    decades = range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1)
+    for multiples in ([(1, 2, 3, 4, 5, 6, 7, 8, 9), (1, 2, 5)] if minor else []) + [(1,)]:
+        ticks = [m * 10.0 ** d for d in decades for m in multiples if low <= m * 10.0 ** d <= high]
+        if len(ticks) <= MAX_LOG_LABELS:
+            break
+    if len(ticks) < 2:
+        ticks = [t for t in MaxNLocator(4).tick_values(low, high) if low <= t <= high and t > 0]
+    target.set_major_locator(FixedLocator(ticks))
+    target.set_major_formatter(FuncFormatter(lambda value, _: plain_number(value)))
+    target.set_minor_formatter(NullFormatter())
+
+
+def plain_number(value: float) -> str:
+    """A tick label: 0.054, 2, 150; below 0.001 a power of ten as 10^-5 or 2 x 10^-5 (typeset)."""
+    if value == 0 or abs(value) >= 1e-3:
+        return f"{value:.3g}"
+    mantissa, exponent = f"{value:.0e}".split("e")
+    return f"$10^{{{int(exponent)}}}$" if mantissa == "1" else f"${mantissa} \\times 10^{{{int(exponent)}}}$"
