@@ -186,12 +186,12 @@ def fixed_rate_signatures(runs, on_policy: list) -> list[Signature]:
         cost = per_seed(on_policy, stats.score) - per_seed(grpo, stats.score)
         seeds = _seeds(min(clip.n, mask.n))
         out += [Signature(f"{where}: GRPO clips at least {CLIP_OVER_MASK}x what M2PO masks", paper,
-                          f"{_pct(clip)} vs {_pct(mask)} ({ratio}; M2PO's M2 = {m2.mean:.2f} ± {m2.se:.2f} tau; "
+                          f"{_pct(clip)} vs {_pct(mask)} ({ratio}; M2PO's M2 = {_pm(m2)} tau; "
                           f"{seeds})", stats.verdict(clip - scaled, +1)),
                 Signature(f"{where}: M2PO masks no more than on-policy GRPO clips", paper,
                           f"{_pct(mask)} vs {_pct(clip0)} ({seeds})", stats.verdict(clip0 - mask, +1)),
                 Signature(f"{where}: staleness costs GRPO", M2PO_STALENESS_COST.text,
-                          f"on-policy minus s = {s}: {cost.mean:+.3f} ± {cost.se:.3f} ({seeds})",
+                          f"on-policy minus s = {s}: {_pm(cost, digits=3, sign='+')} ({seeds})",
                           stats.verdict(cost, +1))]
     return out
 
@@ -211,8 +211,8 @@ def prediction(runs, staleness: int = 8) -> tuple[bool | None, str]:
     clip = per_seed(grpo, removed_share)
     low, high = PREDICTION["clip"]
     held = mask.mean <= PREDICTION["mask"] and m2.mean <= PREDICTION["m2"] and low <= clip.mean <= high
-    return held, (f"M2PO masks {_pct(mask)} (predicted <= {100 * PREDICTION['mask']:.2f}%), its M2 {m2.mean:.4f} ± "
-                  f"{m2.se:.4f} (<= {PREDICTION['m2']}), GRPO clips {_pct(clip)} (predicted {100 * low:.0f}-"
+    return held, (f"M2PO masks {_pct(mask)} (predicted <= {100 * PREDICTION['mask']:.2f}%), its M2 {_pm(m2, digits=4)} "
+                  f"(<= {PREDICTION['m2']}), GRPO clips {_pct(clip)} (predicted {100 * low:.0f}-"
                   f"{100 * high:.0f}%); {_seeds(min(mask.n, clip.n))}")
 
 
@@ -220,8 +220,14 @@ def _seeds(n: int) -> str:
     return f"{n} seed{'s' * (n != 1)}"
 
 
+def _pm(e: stats.Estimate, scale: float = 1.0, digits: int = 2, sign: str = "") -> str:
+    """mean ± s.e., without the ± for one seed (whose standard error is not measured)."""
+    spread = f" ± {scale * e.se:.{digits}f}" if e.n > 1 else ""
+    return f"{scale * e.mean:{sign}.{digits}f}{spread}"
+
+
 def _pct(e: stats.Estimate) -> str:
-    return f"{100 * e.mean:.3f}% ± {100 * e.se:.3f}"
+    return _pm(e, 100, 3).replace(" ±", "% ±", 1) if e.n > 1 else f"{_pm(e, 100, 3)}%"
 
 
 def table(fixed: list[Cell]) -> str:
@@ -230,6 +236,5 @@ def table(fixed: list[Cell]) -> str:
             "|---|---|---|---|---|"]
     for cell in fixed:
         m2, share, score = cell.m2(), cell.share(), per_seed(cell.runs, stats.score)
-        rows.append(f"| {cell.label} | {len(cell.runs)} | {m2.mean:.2f} ± {m2.se:.2f} | {_pct(share)} | "
-                    f"{score.mean:.3f} ± {score.se:.3f} |")
+        rows.append(f"| {cell.label} | {len(cell.runs)} | {_pm(m2)} | {_pct(share)} | {_pm(score, digits=3)} |")
     return "\n".join(rows)
