@@ -10,6 +10,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+from check_exports import ENGINES_DIR  # noqa: E402
+
+if ENGINES_DIR.is_dir():  # rlbook.engine_plugins.verl_losses, which pages name, imports verl (make setup)
+    sys.path.append(str(ENGINES_DIR))
 DOTTED = re.compile(r"\brlbook(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
 PATH = re.compile(r"(?<![\w./-])((?:rlbook|bench|data|book|tests|notebooks|\.ci)/[\w./*<>-]*[\w*>])")
 FILE = re.compile(r"(?<![\w./-])([a-z_][a-z0-9_]*\.py)\b")

@@ -1,20 +1,20 @@
-"""The "Scaling out" appendix: every flag an export sets is in its concept map, and the worked examples name files
-and values the exports really write."""
+"""The "Scaling out" appendix: every key an export writes is in its concept map, the exports it shows are the ones the
+exporters write now, and the check's counts it quotes are the last recorded run's (bench/results/check_exports/)."""
+import json
 import re
 from pathlib import Path
 
-import yaml
-
-from rlbook.experiments import grpo_from_scratch, router_run, stale_run
+from rlbook.experiments import grpo_from_scratch, lopti_run, router_run, stale_run
 from rlbook.export import EXPORTERS, export
 
-PAGE = Path(__file__).resolve().parent.parent / "book" / "scaling_out.md"
+ROOT = Path(__file__).resolve().parent.parent
+PAGE = ROOT / "book" / "scaling_out.md"
 REPRESENTATIVE = [grpo_from_scratch("cpu", 0), stale_run("cpu", "m2po", 48), stale_run("cpu", "tis", 48),
-                  stale_run("cpu", "gspo", 48), router_run("cpu", "grpo+r3"),
-                  grpo_from_scratch("cpu", 0, objective_params={"dual_clip": 3.0})]
+                  stale_run("cpu", "gspo", 48), stale_run("cpu", "m2po_areal", 48), router_run("cpu", "grpo+r3"),
+                  lopti_run("cpu", "ar"), grpo_from_scratch("cpu", 0, objective_params={"dual_clip": 3.0})]
 
 
-def test_every_exported_flag_is_in_the_concept_map():
+def test_every_exported_key_is_in_the_concept_map():
     text = PAGE.read_text()
     fenced = re.findall(r"```.*?```", text, flags=re.S)  # code blocks, then the inline code of the prose
     spans = fenced + re.findall(r"`([^`]+)`", re.sub(r"```.*?```", "", text, flags=re.S))
@@ -26,21 +26,26 @@ def test_every_exported_flag_is_in_the_concept_map():
                 assert key.rsplit(".", 1)[-1] in leaves, f"{engine}: {key} is exported but not in {PAGE.name}"
 
 
-def test_worked_examples_name_real_files_and_values(tmp_path):
+def test_the_exports_shown_are_what_the_exporters_write(tmp_path):
     text = PAGE.read_text()
-    trl = [o.path for o in export("01_grpo", "trl", tmp_path)]
-    areal = [o.path for o in export("02_staleness", "areal", tmp_path)]
-    verl = [o.path for o in export("06_router_replay", "verl", tmp_path)]
-    for path in (trl[0], *areal, *verl):
-        assert path.parent == tmp_path
-    names = {p.name for p in trl + areal + verl}
-    for mentioned in re.findall(r"exports/([\w.+-]+\.(?:yaml|sh))", text):
-        assert mentioned in names, mentioned
-    m2po = yaml.safe_load((tmp_path / "02_staleness-m2po-s48-cpu.areal.yaml").read_text())
-    for key, value in (("m2_threshold", m2po["actor"]["m2_threshold"]),
-                       ("ppo_n_minibatches", m2po["actor"]["ppo_n_minibatches"]),
-                       ("max_head_offpolicyness", m2po["rollout"]["max_head_offpolicyness"])):
-        assert f"{key}: {value}`" in text, key
-    r3 = (tmp_path / "06_router_replay-grpo+r3-cpu.verl.sh").read_text()
-    for override in re.findall(r"`(actor_rollout_ref\.[\w.]+=\w+)`", text.split("R3 run on verl")[1]):
-        assert override in r3, override
+    for experiment, engine, name in (("01_grpo", "trl", "01_grpo-grpo-cpu.trl.yaml"),
+                                     ("02_staleness", "verl", "02_staleness-m2po-s48-cpu.verl.sh"),
+                                     ("02_staleness", "areal", "02_staleness-m2po-s48-cpu.areal.yaml")):
+        export(experiment, engine, tmp_path)
+        written = (tmp_path / name).read_text()
+        block = text.split(f"`exports/{name}`")[1].split("```", 2)[1].split("\n", 1)[1]
+        assert block == written, f"{name} on the page differs from the export: regenerate the page's copy"
+        assert f"python -m rlbook export {experiment} --to {engine} --out exports/" in text
+        assert f"python bench/check_exports.py --engines {engine} --experiments {experiment}" in text
+
+
+def test_the_check_counts_are_the_last_recorded_run():
+    folder = ROOT / "bench" / "results" / "check_exports"
+    latest = max(folder.glob("check_exports-trl-verl-areal-*.json"), key=lambda p: p.stem.split("-")[-2:])
+    results = json.loads(latest.read_text())["results"]
+    text = PAGE.read_text()
+    for engine, result in results.items():
+        total = result["passed"] + result["failed"]
+        assert result["failed"] == 0, (engine, [r for r in result["files"] if not r["ok"]][:1])
+        line = f"{engine}: {result['passed']} of {total} exports accepted by its own code, {len(result['refused'])} refused"
+        assert line in text, line
