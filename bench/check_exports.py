@@ -50,7 +50,7 @@ def use_engines() -> None:
 
 def import_areal(module: str):
     """An AReaL module, imported with empty stand-ins for the trackers its stats logger imports (removed after)."""
-    import transformers.modeling_utils  # noqa: F401  (accelerate looks for trackers when imported: before the stand-ins)
+    import transformers.modeling_utils  # noqa: F401  (accelerate looks for trackers on import: before the stand-ins)
 
     use_engines()
     stand_ins = {name: types.ModuleType(name) for name in TRACKERS if name not in sys.modules}

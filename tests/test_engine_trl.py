@@ -85,3 +85,22 @@ def test_m2po_trainer_refuses_what_its_mask_cannot_cover(tmp_path):
     with pytest.raises(ValueError, match=r"M2POTrainer cannot compute M2PO's Algorithm 1 with: "
                                          r"epsilon=0.2, epsilon_high=0.2 \(Algorithm 1 has no clip"):
         trainer_of(config, tmp_path, M2POTrainer)
+
+
+def test_m2po_trainer_trains_and_logs_what_it_masks(tmp_path):
+    """Two updates per generation, two passes: the second sees drift, and a tiny tau masks part of it."""
+    from trl import GRPOConfig
+
+    model, tokenizer = build_model("nano-tiny")
+    args = GRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to="none", per_device_train_batch_size=G,
+                      num_generations=G, steps_per_generation=2, num_iterations=2, max_completion_length=T,
+                      max_steps=4, loss_type="dapo", beta=0.0, epsilon=1e6, epsilon_high=1e6, learning_rate=0.05,
+                      logging_steps=1, save_strategy="no", bf16=False, disable_tqdm=True)
+    def reward(completions, **_):
+        return [sum(map(ord, c)) % 3.0 for c in completions]
+
+    trainer = M2POTrainer(model=model, reward_funcs=reward, args=args, processing_class=tokenizer,
+                          train_dataset=Dataset.from_list([{"prompt": "1+2="}] * 8), tau=1e-4)
+    trainer.train()
+    masked = [row["m2po/masked_frac"] for row in trainer.state.log_history if "m2po/masked_frac" in row]
+    assert len(masked) == 4 and masked[0] == 0 and max(masked) > 0  # the first update is on-policy

@@ -51,7 +51,8 @@ def test_cli_writes_stored_and_reference_runs(tmp_path, monkeypatch, capsys):
     stored_run(tmp_path / "reference", seed=1)
     monkeypatch.setattr(runs, "reference_root", lambda: tmp_path / "reference")
     monkeypatch.setattr("rlbook.tensorboard_export.reference_root", lambda: tmp_path / "reference")
-    assert cli.main(["runs", "--runs-dir", str(tmp_path / "runs"), "--export", "tensorboard", str(tmp_path / "tb")]) == 0
+    exporting = ["runs", "--runs-dir", str(tmp_path / "runs"), "--export", "tensorboard", str(tmp_path / "tb")]
+    assert cli.main(exporting) == 0
     lines = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in lines] == ["written", "written"]
     folders = [line.split()[1] for line in lines]
@@ -92,5 +93,6 @@ def test_an_unreadable_run_or_a_foreign_folder_is_left_alone(tmp_path, capsys, m
     [refused] = write_runs([stored_run(tmp_path / "runs2")], tmp_path / "tb2")
     assert refused.status == "failed" and f"no {STAMP}" in refused.reason
     assert [p.name for p in foreign.iterdir()] == ["mine.txt"]
-    assert cli.main(["runs", "--runs-dir", str(tmp_path / "runs"), "--export", "tensorboard", str(tmp_path / "tb")]) == 2
+    exporting = ["runs", "--runs-dir", str(tmp_path / "runs"), "--export", "tensorboard", str(tmp_path / "tb")]
+    assert cli.main(exporting) == 2
     assert "1 of 1 runs were not exported" in capsys.readouterr().err

@@ -5,8 +5,9 @@ Algorithm 1's loss is -sum(M r A) / (response tokens of the mini-batch), r = pi 
 type is 'dapo' (a token sum over the batch's response tokens) and the masked tokens' advantages are 0. The mask needs
 the ratio of the update's own forward pass, so M2POTrainer takes the log-probs of that pass as TRL computes them
 (`_get_per_token_logps_and_entropies`), computes Algorithm 1's mask with rlbook.objectives.m2po_keep_mask, and sets the
-masked tokens' advantages to 0 before TRL's loss (`_compute_loss`) reads them. TRL's old log-probs, recomputed at
-generation by the model that sampled, are the behaviour policy's.
+masked tokens' advantages to 0 before TRL's loss (`_compute_loss`) reads them; it logs the fraction masked as
+`m2po/masked_frac`. TRL's old log-probs, recomputed at generation by the model that sampled, are the behaviour
+policy's.
 
 It refuses, in one line naming each, what would make the mask other than Algorithm 1's over one update's mini-batch:
 several processes or gradient accumulation (each pass would mask its own share), vLLM (its importance weights
@@ -69,16 +70,19 @@ class M2POTrainer(GRPOTrainer):
         if self._update_inputs is not None:  # the update's forward pass (not generation's old log-probs)
             inputs = self._update_inputs
             self._update_inputs = None
-            inputs["advantages"] = masked_advantages(logps.detach(), inputs, self.tau)
+            inputs["advantages"], masked = masked_advantages(logps.detach(), inputs, self.tau)
+            self._metrics["train" if model.training else "eval"]["m2po/masked_frac"].append(masked)
         return logps, entropies, aux
 
 
-def masked_advantages(logps: torch.Tensor, inputs: dict, tau: float) -> torch.Tensor:
+def masked_advantages(logps: torch.Tensor, inputs: dict, tau: float) -> tuple[torch.Tensor, float]:
     """The advantages [B, T] of an update's inputs with Algorithm 1's masked tokens set to 0 (r = pi / pi_old, TRL's
-    old log-probs; on-policy with one update per generation TRL passes none: r = 1, nothing masked)."""
+    old log-probs; on-policy with one update per generation TRL passes none: r = 1, nothing masked), and the fraction
+    of response tokens masked."""
     old = inputs.get("old_per_token_logps")
     old = logps if old is None else old
     mask = inputs["completion_mask"].bool()
     advantages = inputs["advantages"]
     advantages = (advantages[:, None] if advantages.dim() == 1 else advantages).expand_as(logps)
-    return advantages * m2po_keep_mask(logps - old, advantages, mask, tau)
+    keep = m2po_keep_mask(logps - old, advantages, mask, tau)
+    return advantages * keep, float((mask & ~keep).sum() / mask.sum().clamp(min=1))

@@ -52,7 +52,8 @@ def verl_loss(name: str):
         def loss(old_log_prob, log_prob, advantages, response_mask, loss_agg_mode="token-mean", config=None,
                  rollout_is_weights=None):
             if rollout_is_weights is not None:
-                raise ValueError(f"{name} takes no rollout-correction weights (algorithm.rollout_correction.rollout_is)")
+                raise ValueError(f"{name} takes no rollout-correction weights "
+                                 "(algorithm.rollout_correction.rollout_is)")
             mask = response_mask.bool()
             per_token, metrics = term(log_prob - old_log_prob, advantages, mask, rlbook_params(config))
             return agg_loss(loss_mat=per_token, loss_mask=mask, loss_agg_mode=loss_agg_mode,

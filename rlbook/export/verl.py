@@ -73,7 +73,8 @@ def verl_export(config: RunConfig) -> Export:
     out.yours.append("the machine: trainer.nnodes, trainer.n_gpus_per_node (written for one GPU), "
                      f"{actor}.ppo_micro_batch_size_per_gpu and {rollout}.log_prob_micro_batch_size_per_gpu (written "
                      f"as {micro}: one update's sequences in one pass) for your GPUs' memory; {rollout}.name "
-                     "(written sglang; with vllm, validate_config also checks the LoRA rank against vLLM's, which needs "
+                     "(written sglang; with vllm, validate_config also checks the LoRA rank against vLLM's, which "
+                     "needs "
                      "vLLM installed) and its server settings")
     out.yours.append(f"the model: {model}.path (the script reads $MODEL_PATH)" if model_name(config) ==
                      MODEL_PLACEHOLDER else f"the model: {model}.path is the preset's checkpoint")
@@ -107,7 +108,8 @@ def verl_export(config: RunConfig) -> Export:
                                                                                        "fsdp_config")
     out.set(f"{actor}.optim.{scheduler}", "constant", OPTIMIZER)
     if config.router_replay:  # Megatron trains in bfloat16 or float16 only (McoreEngineConfig)
-        out.precision = (f"verl's Megatron actor trains in bfloat16 (its only choices: bfloat16, float16) and this file "
+        out.precision = (f"verl's Megatron actor trains in bfloat16 (its only choices: bfloat16, float16) and this "
+                         "file "
                          f"samples in {config.rollout_dtype} ({rollout}.dtype)")
     else:
         out.set(f"{actor}.{engine}.dtype", "float32", ENGINE)
