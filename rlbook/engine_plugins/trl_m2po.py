@@ -15,8 +15,13 @@ multiply the loss and its log-probs are the sampler's), another loss type, a KL 
 ratios, an entropy or off-policy mask, another TRL release (the hook relies on 1.16's order: log-probs, then
 advantages).
 
+    from trl import get_peft_config
+    from trl.scripts.grpo import make_parser
     from rlbook.engine_plugins.trl_m2po import M2POTrainer
-    trainer = M2POTrainer(model=..., reward_funcs=..., args=GRPOConfig(**exported), train_dataset=..., tau=0.04)
+
+    _, args, model_args, _ = make_parser().parse_args_and_config(["--config", "exports/<an m2po run>.trl.yaml"])
+    trainer = M2POTrainer(model=model_args.model_name_or_path, reward_funcs=..., args=args, train_dataset=...,
+                          peft_config=get_peft_config(model_args), tau=0.04)
 """
 from __future__ import annotations
 
