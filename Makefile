@@ -18,6 +18,7 @@ $(STAMP): pyproject.toml requirements-engines.txt
 	$(PY) -m pip install --quiet -e ".[dev,notebooks]"
 	rm -rf $(VENV)/engines
 	$(PY) -m pip install --quiet --no-deps --target $(VENV)/engines -r requirements-engines.txt
+	rm -rf $(VENV)/engines/tests $(VENV)/engines/scripts  # verl's own, as top-level packages: they would shadow ours
 	@touch $(STAMP)
 
 book: $(STAMP)
