@@ -40,7 +40,7 @@ def test_static_sampling_needs_the_lean_decoder_and_a_dense_model():
     model, tokenizer = policy()
     with pytest.raises(TypeError, match="LeanDecoder"):
         static_sample(model, tokenizer, prompts(2, 2, 0), 4)
-    with pytest.raises(ValueError, match="engine='static'.*dense model"):
+    with pytest.raises(ValueError, match="engine='static'.*dense Qwen3 model"):
         RunConfig(engine="static", preset="nano-moe", finetune="full")
     config = RunConfig(engine="fast")
     assert config.replace(engine="static").hash() != config.hash()
