@@ -20,8 +20,8 @@ from pathlib import Path
 REVEAL = "reveal.js@6.0.2"
 REVEAL_FILES = ("dist/reveal.js", "dist/reveal.css", "dist/theme/white.css", "dist/plugin/notes.js")
 ROWS_PER_SLIDE = 7  # verdict rows on one slide; a longer table continues on the next
-CHARACTERS_PER_SLIDE = 650  # "what it means" is cut between paragraphs into slides of about this much text,
-MEANING_SLIDES = 2  # on at most this many slides (what does not fit goes to the speaker notes)
+CHARACTERS_PER_SLIDE = 650  # "what it means" is cut between paragraphs (or sentences) into slides this long
+MEANING_SLIDES = 2  # "what it means" takes at most this many slides; the rest goes to the speaker notes
 HEADLINE = re.compile(r"```\{figure\} figures/(?P<figure>[\w/]+)\.png\n:target: (?P<stem>\w+)\.html")
 GLUE = re.compile(r"\{glue(?::\w+)?\}`([^`]+)`")
 ROLE = re.compile(r"\{[\w:-]+\}`([^`]*)`")
@@ -119,23 +119,23 @@ def _caption(cell: dict) -> str:
     return cell.get("metadata", {}).get("mystnb", {}).get("figure", {}).get("caption", "")
 
 
+def _row(line: str) -> list[str]:
+    """The cells of one markdown table row (an escaped \\| stays inside its cell)."""
+    return [cell.strip() for cell in CELL_SEPARATOR.split(line.strip())[1:-1]]
+
+
 def verdict_table(notebook: dict) -> tuple[list[str], list[list[str]], str] | None:
     """The page's first verdict table (a markdown output with a 'verdict' column): (header, rows, the line above it
     naming its runs), or None."""
     for cell in notebook["cells"]:
         for output in cell.get("outputs", []):
-            text = "".join(output.get("data", {}).get("text/markdown", ""))
-            lines = text.splitlines()
+            lines = "".join(output.get("data", {}).get("text/markdown", "")).splitlines()
             for i, line in enumerate(lines):
-                cells = [c.strip() for c in CELL_SEPARATOR.split(line.strip())[1:-1]]
-                if line.startswith("|") and any(c.lower() == "verdict" for c in cells):
-                    rows = []
-                    for row in lines[i + 2:]:
-                        if not row.startswith("|"):
-                            break
-                        rows.append([c.strip() for c in CELL_SEPARATOR.split(row.strip())[1:-1]])
-                    above = " ".join(l for l in lines[:i] if l.strip())
-                    return [c.lower() for c in cells], rows, above
+                if line.startswith("|") and "verdict" in [c.lower() for c in _row(line)]:
+                    body = [_row(row) for row in lines[i + 2:]]
+                    rows = body[:next((j for j, row in enumerate(lines[i + 2:]) if not row.startswith("|")),
+                                      len(body))]
+                    return [c.lower() for c in _row(line)], rows, " ".join(l for l in lines[:i] if l.strip())
     return None
 
 

@@ -3,9 +3,12 @@ executed in the reference profile, replaying the stored reference runs) rendered
 from disk with the network blocked.
 
 Every page loads with no failed and no off-machine request, its formulas are typeset, no page shows a raw markdown
-table, each chapter shows its verdict table as an HTML table with a verdict column, each interactive replay changes
-its figure when a control moves, every figure in a chapter has a caption, every verdict the prose quotes is decided
-by the stored runs, and a screenshot of each page is saved under build/screenshots/."""
+table, nothing scrolls sideways in a 1,024 px window, arXiv references are links; each chapter shows its verdict table
+as an HTML table with a verdict column, each interactive replay changes its figure when a control moves, every figure
+in a chapter has a caption, every verdict the prose quotes is decided by the stored runs; a chapter page is one story
+of at most about 15 screens in one verdict vocabulary, with a companion page for the rest; the landing page's figures
+are readable and open their sections; each chapter's slide deck steps through offline; the build refuses a missing or
+failed chapter. A screenshot of each page is saved under build/screenshots/."""
 import json
 import re
 import os
@@ -78,7 +81,34 @@ class Visit:
         return route.abort()
 
 
-def test_every_page_loads_offline_with_typeset_math(site, browser):
+PROJECTOR = {"width": 1024, "height": 768}
+SIDEWAYS = """() => { const column = document.querySelector('main').getBoundingClientRect().right;
+    return Array.from(document.querySelectorAll(
+        'main pre, main .cell_output, main table, main img, main .rlbook-explorer, main div.math'))
+      .filter(e => e.scrollWidth > e.clientWidth + 1 || e.getBoundingClientRect().right > column + 1)
+      .map(e => `${e.tagName.toLowerCase()} ${e.scrollWidth}px in ${e.clientWidth}px: ${e.innerText.slice(0, 60)}`); }"""
+UNLINKED_ARXIV = """() => { const walker = document.createTreeWalker(document.querySelector('main'), NodeFilter.SHOW_TEXT);
+    const found = [];
+    while (walker.nextNode()) { const node = walker.currentNode;
+      if (node.parentElement.closest('a, pre, code, .cell_input')) continue;
+      const m = node.textContent.match(/arXiv:? ?\\d{4}\\.\\d{4,5}|\\b\\d{4}\\.\\d{5}\\b/); if (m) found.push(m[0]); }
+    return found; }"""
+
+
+VERDICTS = {"reproduced", "not reproduced", "within noise", "no runs"}
+PYTHON_REPR = re.compile(r"\[\]|\['|\{'|\bNone\b|\[\d+(?:, \d+)+\]|\(\d+, \d+(?:, \d+)*\)")
+VERDICT_CELLS = """() => Array.from(document.querySelectorAll('main table')).map(t => {
+    const heads = Array.from(t.querySelectorAll('th')).map(h => h.innerText.trim().toLowerCase());
+    const column = heads.indexOf('verdict');
+    return column < 0 ? null : Array.from(t.querySelectorAll('tbody tr')).map(r => r.children[column].innerText.trim());
+  }).filter(cells => cells !== null)"""
+
+
+def test_every_page_loads_offline_typeset_and_fits_a_projector(site, browser):
+    """Every page loads from disk with no request leaving the machine, its formulas typeset, no raw table, warning or
+    progress bar. On a projector's 1,024 px no page is wider than the window, and no code, output, table, figure or
+    explorer is wider than its box or than the page's column; every arXiv reference is a link; every chapter's title
+    reads 'Chapter N. ...'."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     names = [p.name for p in pages(site)]
     assert {"index.html", "references.html", "search.html"} <= set(names)
@@ -100,6 +130,14 @@ def test_every_page_loads_offline_with_typeset_math(site, browser):
         assert not RAW_TABLE.search(prose), f"{path.name}: a markdown table left as text: {RAW_TABLE.search(prose)[0]!r}"
         if page.query_selector(".math"):
             assert page.query_selector_all("mjx-container svg"), f"{path.name}: formulas not typeset"
+        page.set_viewport_size(PROJECTOR)
+        assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth"), path.name
+        wide = page.evaluate(SIDEWAYS)
+        assert not wide, f"{path.name} scrolls sideways at 1,024 px: {wide[:5]}"
+        unlinked = page.evaluate(UNLINKED_ARXIV)
+        assert not unlinked, f"{path.name}: arXiv references that are not links: {unlinked}"
+        if path.stem[:2].isdigit() and not path.stem.endswith("_companion"):
+            assert re.match(r"Chapter \d+\. \S", page.inner_text("main h1")), page.inner_text("main h1")
         page.screenshot(path=str(SCREENSHOTS / f"{path.stem}.png"), full_page=False)
         page.close()
     assert {f"{p.stem}.png" for p in NOTEBOOKS} <= {p.name for p in SCREENSHOTS.glob("*.png")}
@@ -194,7 +232,6 @@ def test_every_verdict_the_prose_quotes_is_decided_by_the_stored_runs(site):
     assert not quoting_nothing, f"pages quoting a verdict no stored run decides: {quoting_nothing}"
 
 
-PROJECTOR = {"width": 1024, "height": 768}
 # Chapters whose page still tells more than one story (issue 41, item 1): their restructuring waits for the science
 # issue that is changing their verdicts. Remove a chapter from here once its page is one story.
 SEVERAL_STORIES = {"02_staleness", "03_clip_vs_mask", "04_lopti", "07_semi_online"}
@@ -251,85 +288,30 @@ def main_text(page) -> str:
         document.body.appendChild(main); const text = main.innerText; main.remove(); return text; }""")
 
 
-def test_nothing_scrolls_sideways_at_1024_px(site, browser):
-    """On a projector's 1,024 px: no page is wider than the window, and no code, output, table, figure or explorer is
-    wider than its box or than the page's column."""
-    for path in pages(site):
-        page = Visit(browser, path).page
-        page.set_viewport_size(PROJECTOR)
-        assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth"), path.name
-        wide = page.evaluate("""() => { const column = document.querySelector('main').getBoundingClientRect().right;
-            return Array.from(document.querySelectorAll(
-                'main pre, main .cell_output, main table, main img, main .rlbook-explorer, main div.math'))
-              .filter(e => e.scrollWidth > e.clientWidth + 1 || e.getBoundingClientRect().right > column + 1)
-              .map(e => `${e.tagName.toLowerCase()} ${e.scrollWidth}px in ${e.clientWidth}px: ` +
-                        e.innerText.slice(0, 60)); }""")
-        assert not wide, f"{path.name} scrolls sideways at 1,024 px: {wide[:5]}"
-        page.close()
-
-
 @pytest.mark.parametrize("notebook", pending("one story per page is pending for this chapter (issue 41 item 1)"),
                          ids=[p.stem for p in NOTEBOOKS])
-def test_a_chapter_page_is_one_story_of_at_most_15_screens(site, browser, notebook):
-    """A chapter page fits about 15 screens of 1,024 x 768 and holds one verdict table; the rest stands on its
-    companion page, which the chapter page links."""
-    page = Visit(browser, site / f"{notebook.stem}.html").page
-    page.set_viewport_size(PROJECTOR)
-    screens = page.evaluate("() => document.documentElement.scrollHeight") / PROJECTOR["height"]
-    verdict_tables = page.eval_on_selector_all("main table", "tables => tables.filter(t => Array.from("
-                                               "t.querySelectorAll('th')).some(h => h.innerText.trim().toLowerCase() "
-                                               "=== 'verdict')).length")
-    page.close()
-    assert screens <= MAX_SCREENS, f"{notebook.stem}: {screens:.1f} screens of 768 px at 1,024 px"
-    assert verdict_tables == 1, f"{notebook.stem}: {verdict_tables} verdict tables"
-
-
-def test_companion_pages_link_both_ways(site, browser):
-    for companion in sorted(site.glob("*_companion.html")):
-        chapter = companion.name.replace("_companion", "")
-        page = Visit(browser, companion).page
-        assert chapter in page.eval_on_selector_all("main a", "links => links.map(a => a.getAttribute('href'))")
-        page.close()
-        page = Visit(browser, site / chapter).page
-        assert companion.name in page.eval_on_selector_all("main a", "a => a.map(l => l.getAttribute('href'))")
-        page.close()
-
-
-VERDICTS = {"reproduced", "not reproduced", "within noise", "no runs"}
-PYTHON_REPR = re.compile(r"\[\]|\['|\{'|\bNone\b|\[\d+(?:, \d+)+\]|\(\d+, \d+(?:, \d+)*\)")
-
-
-@pytest.mark.parametrize("notebook", pending("chapter pending issue 41's rewrite (e.g. chapter 2 prints a Python list)"),
-                         ids=[p.stem for p in NOTEBOOKS])
-def test_chapters_speak_one_verdict_vocabulary_and_no_python(site, browser, notebook):
-    """Every verdict cell of a chapter and its companion says reproduced, not reproduced, within noise (or no runs);
-    neither page's text shows a Python value as Python prints it (None, a list, a tuple, a dict)."""
-    for path in [site / f"{notebook.stem}.html", *site.glob(f"{notebook.stem}_companion.html")]:
+def test_a_chapter_page_is_one_story_in_one_vocabulary(site, browser, notebook):
+    """A chapter page fits about 15 screens of 1,024 x 768 and holds one verdict table (the rest stands on its
+    companion page, each linking the other); every verdict on either page says reproduced, not reproduced, within
+    noise (or no runs), and neither page's text shows a Python value as Python prints it (None, a list, a tuple)."""
+    chapter, companion = site / f"{notebook.stem}.html", site / f"{notebook.stem}_companion.html"
+    for path in [chapter, companion] if companion.exists() else [chapter]:
         page = Visit(browser, path).page
-        cells = page.evaluate("""() => Array.from(document.querySelectorAll('main table')).flatMap(t => {
-            const heads = Array.from(t.querySelectorAll('th')).map(h => h.innerText.trim().toLowerCase());
-            const column = heads.indexOf('verdict'); if (column < 0) return [];
-            return Array.from(t.querySelectorAll('tbody tr')).map(r => r.children[column].innerText.trim()); })""")
-        assert set(cells) <= VERDICTS, f"{path.name}: verdicts outside the vocabulary: {set(cells) - VERDICTS}"
+        page.set_viewport_size(PROJECTOR)
+        tables = page.evaluate(VERDICT_CELLS)
+        verdicts = {cell for table in tables for cell in table}
+        assert verdicts <= VERDICTS, f"{path.name}: verdicts outside the vocabulary: {verdicts - VERDICTS}"
         text = main_text(page)
         found = [text[max(m.start() - 40, 0):m.end() + 20] for m in PYTHON_REPR.finditer(text)]
         assert not found, f"{path.name} shows Python values: {found[:4]}"
-        page.close()
-
-
-def test_chapter_titles_share_one_style_and_arxiv_references_are_links(site, browser):
-    for path in pages(site):
-        page = Visit(browser, path).page
-        if path.stem[:2].isdigit() and not path.stem.endswith("_companion"):
-            assert re.match(r"Chapter \d+\. \S", page.inner_text("main h1")), page.inner_text("main h1")
-        unlinked = page.evaluate("""() => { const walker = document.createTreeWalker(document.querySelector('main'),
-            NodeFilter.SHOW_TEXT); const found = [];
-            while (walker.nextNode()) { const node = walker.currentNode;
-              if (node.parentElement.closest('a, pre, code, .cell_input')) continue;
-              const m = node.textContent.match(/arXiv:? ?\\d{4}\\.\\d{4,5}|\\b\\d{4}\\.\\d{5}\\b/);
-              if (m) found.push(m[0]); }
-            return found; }""")
-        assert not unlinked, f"{path.name}: arXiv references that are not links: {unlinked}"
+        links = page.eval_on_selector_all("main a", "links => links.map(a => a.getAttribute('href'))")
+        if path == chapter:
+            screens = page.evaluate("() => document.documentElement.scrollHeight") / PROJECTOR["height"]
+            assert screens <= MAX_SCREENS, f"{notebook.stem}: {screens:.1f} screens of 768 px at 1,024 px"
+            assert len(tables) == 1, f"{notebook.stem}: {len(tables)} verdict tables"
+            assert not companion.exists() or companion.name in links, f"{notebook.stem}: no link to its companion"
+        else:
+            assert chapter.name in links, f"{companion.name}: no link back to its chapter"
         page.close()
 
 
@@ -354,23 +336,18 @@ def test_landing_figures_are_readable_and_open_their_chapter_section(site, brows
         chapter.close()
 
 
-def test_every_chapter_links_its_deck_and_lecture_plan(site, browser):
+def test_every_deck_steps_through_offline(site, browser):
+    """Each chapter page links its deck and its lecture plan. The deck opens from disk with nothing asked of the
+    network, every slide has words or a figure, nothing on a slide runs off its edge, and the verdict slides' speaker
+    notes carry numbers."""
     teaching = Visit(browser, site / "teaching.html").page
     plans = set(teaching.eval_on_selector_all("[id]", "elements => elements.map(e => e.id)"))
     teaching.close()
     for notebook in NOTEBOOKS:
-        page = Visit(browser, site / f"{notebook.stem}.html").page
-        links = page.eval_on_selector_all("main a", "links => links.map(a => a.getAttribute('href'))")
-        page.close()
-        assert f"decks/{notebook.stem}.html" in links and (site / "decks" / f"{notebook.stem}.html").exists()
         plan = f"teaching.html#lecture-{notebook.stem}"
-        assert plan in links and plan.split("#")[1] in plans, f"{notebook.stem}: no lecture plan {plan}"
-
-
-def test_every_deck_steps_through_offline(site, browser):
-    """Each chapter's deck opens from disk with nothing asked of the network, every slide has words or a figure,
-    nothing on a slide runs off its edge, and the verdict slides' speaker notes carry numbers."""
-    for notebook in NOTEBOOKS:
+        links = set(re.findall(r'href="([^"]+)"', (site / f"{notebook.stem}.html").read_text()))
+        assert {f"decks/{notebook.stem}.html", plan} <= links, f"{notebook.stem}: no link to its deck or plan"
+        assert plan.split("#")[1] in plans, f"{notebook.stem}: the lecture plans have no {plan}"
         visit = Visit(browser, site / "decks" / f"{notebook.stem}.html")
         page = visit.page
         page.set_viewport_size(PROJECTOR)
