@@ -84,7 +84,7 @@ OPTIONAL = {
     "standard_update": Step(worker("standard_update"), 100),
 }
 STANDARD_UPDATES = 4  # per engine; the first is not timed (CUDA and Triton warm-up)
-CHAPTER_1_BUDGET = """# bench/gpu_check.py: chapter 1's standard profile at a budget of minutes (its code path on CUDA, not a result)
+CHAPTER_1_BUDGET = """# bench/gpu_check.py: chapter 1's standard profile at a budget of minutes (not a result)
 from rlbook import experiments
 
 experiments.BASE["standard"].update(total_updates=8, eval_every=4, eval_size=64, prompts_per_step=16, warm_start=dict(
@@ -323,8 +323,9 @@ def main() -> int:
     args = parser.parse_args()
     out = Path(args.out).resolve()
     if not torch.cuda.is_available():
-        print("gpu-check checks what only a CUDA GPU can (the compiled kernels, the 1.7B path through train(), CUDA-graph "
-              "rollouts, chapter 1 on CUDA), and torch sees no CUDA device here: nothing was measured", file=sys.stderr)
+        print("gpu-check checks what only a CUDA GPU can (the compiled kernels, the 1.7B path through train(), "
+              "CUDA-graph rollouts, chapter 1 on CUDA), and torch sees no CUDA device here: nothing was measured",
+              file=sys.stderr)
         return 2
     if args.worker:
         result = WORKERS[args.worker](out)

@@ -13,7 +13,14 @@ cd "$(dirname "$0")/.."
 OUT=${1:-.cache/gpu-wheels}
 PYTHON_VERSION=${PYTHON_VERSION:-3.12}
 PLATFORM=${PLATFORM:-manylinux_2_28_x86_64}
-PYTHON=${PYTHON:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3 )}
+# pip evaluates dependencies' environment markers (python_version == "3.12") for the interpreter it runs in: resolve
+# with the target's Python when this machine has one
+if [ -z "${PYTHON:-}" ]; then
+    for PYTHON in "python$PYTHON_VERSION" .venv/bin/python python3; do "$PYTHON" -c "" 2>/dev/null && break; done
+fi
+"$PYTHON" -c 'import sys; v, want = "%d.%d" % sys.version_info[:2], sys.argv[1]; v == want or print(
+    f"note: resolving with Python {v}, not {want}: dependencies marked for {want} may be missed")' \
+    "$PYTHON_VERSION"
 TARGET=(--python-version "$PYTHON_VERSION" --platform "$PLATFORM" --platform manylinux2014_x86_64 --only-binary=:all:)
 mkdir -p "$OUT"
 WORK=$(mktemp -d)

@@ -151,8 +151,8 @@ class Estimate:
 # What to change when a part does not fit
 REMEDY = {"KV cache": "lower rollout_batch_size (sequences sampled at once), group_size or prompts_per_step",
           "sampling logits": "lower rollout_batch_size, group_size or prompts_per_step",
-          "sampling graph": "lower group_size, prompts_per_step or rollout_batch_size, or use engine='fast' (it keeps no "
-                            "graph of the sampling pass)",
+          "sampling graph": "lower group_size, prompts_per_step or rollout_batch_size, or use engine='fast' (it "
+                            "keeps no graph of the sampling pass)",
           "trainable state": "lower lora_rank, or use finetune='lora' instead of 'full'",
           "activations": "lower micro_batch_size", "checkpointed layer inputs": "lower micro_batch_size",
           "one layer recomputed": "lower micro_batch_size", "CUDA context": "free the GPU of other processes",

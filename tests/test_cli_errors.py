@@ -121,7 +121,8 @@ def test_ctrl_c_says_where_to_resume(capsys, tmp_path, monkeypatch):
     monkeypatch.setattr(rlbook.obtain.trainer, "train", interrupted_training)
     status, err = run_cli(capsys, "train", "--runs-dir", str(tmp_path), *TINY, "--name", "a")
     assert status == 130 and err.startswith("estimate: ")
-    assert err.splitlines(keepends=True)[-1] == "interrupted at update 3; rerun the same command to resume from update 2\n"
+    last = err.splitlines(keepends=True)[-1]
+    assert last == "interrupted at update 3; rerun the same command to resume from update 2\n"
     config = RunConfig.from_dict({"preset": "nano-tiny", "init": "scratch", "name": "b", "seed": 1})
     with pytest.raises(KeyboardInterrupt):
         rlbook.obtain.run_or_load(config, rlbook.obtain.RunStore(tmp_path), progress=False, references=False)
@@ -184,7 +185,7 @@ def test_a_junk_checkpoint_directory_is_refused_before_it_starts(capsys, tmp_pat
 def test_ctrl_c_while_torch_loads_is_one_line_and_status_130(tmp_path):
     """Ctrl-C in the first seconds (the imports) printed a traceback (f6e21c1). The signal is sent once the child is
     loading torch's libraries, whatever the load on the machine; the child gets Python's own SIGINT handler even
-    where the test runner ignores SIGINT (pytest-xdist's workers do, and an ignored signal stays ignored across exec)."""
+    where the test runner ignores SIGINT (pytest-xdist's workers do; an ignored signal stays ignored across exec)."""
     child = subprocess.Popen([sys.executable, "-m", "rlbook", "train", "--runs-dir", str(tmp_path / "runs"), *TINY],
                              cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))

@@ -5,6 +5,8 @@ and so does every engine that can compute it (static, which only a GPU makes fas
 Only the budget is shrunk (updates, prompts, completion length, evaluation)."""
 import dataclasses
 import math
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -14,8 +16,11 @@ from rlbook.cli import main
 from rlbook.models import PRESETS, QWEN3_1_7B
 from rlbook.runs import RunStore
 
-BUDGET = ["--total-updates", "2", "--prompts-per-step", "2", "--group-size", "2", "--max-new-tokens", "4", "--eval-size", "2",
-          "--eval-samples", "1"]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+from gpu_check import spread_advantages  # noqa: E402  (the GPU check's 1.7B step trains the same way)
+
+BUDGET = ["--total-updates", "2", "--prompts-per-step", "2", "--group-size", "2", "--max-new-tokens", "4",
+          "--eval-size", "2", "--eval-samples", "1"]
 
 
 @pytest.fixture
@@ -25,9 +30,7 @@ def shallow_1_7b(monkeypatch):
     spec = PRESETS["qwen3-1.7b-random"]
     monkeypatch.setitem(PRESETS, "qwen3-1.7b-random",
                         dataclasses.replace(spec, config={**QWEN3_1_7B, "num_hidden_layers": 2}))
-    monkeypatch.setattr(rlbook.trainer, "group_advantages",
-                        lambda rewards, group_size, normalize_std: torch.linspace(-1, 1, group_size).repeat(
-                            len(rewards) // group_size))
+    monkeypatch.setattr(rlbook.trainer, "group_advantages", spread_advantages)
 
 
 @pytest.mark.usefixtures("one_thread", "shallow_1_7b")
