@@ -156,6 +156,7 @@ REMEDY = {"KV cache": "lower rollout_batch_size (sequences sampled at once), gro
           "trainable state": "lower lora_rank, or use finetune='lora' instead of 'full'",
           "activations": "lower micro_batch_size", "checkpointed layer inputs": "lower micro_batch_size",
           "one layer recomputed": "lower micro_batch_size", "CUDA context": "free the GPU of other processes",
+          "prompt pass activations": "lower micro_batch_size",
           "training logits": "lower micro_batch_size, or use fused_ratio='chunked'",
           "evaluation KV cache": "lower rollout_batch_size (it bounds evaluation batches too)",
           "evaluation logits": "lower rollout_batch_size (it bounds evaluation batches too)",
@@ -199,15 +200,18 @@ def trainable_bytes(shape: Shape, finetune: str, rank: int) -> int:
     return shape.lora_parameters(rank) * 4 * 4 if finetune == "lora" else shape.parameters * shape.dtype_bytes * 3
 
 
-def update_parts(shape: Shape, rows: int, prompt: int, completion: int, path: str) -> dict:
+def update_parts(shape: Shape, rows: int, prompt: int, completion: int, path: str, prompts: int = 1) -> dict:
     """Bytes one forward + backward of `rows` sequences holds beyond the weights: the activations (checkpointed:
-    every layer's input and one layer recomputed at a time) and the logits of its loss path (rlbook.losspath)."""
+    every layer's input and one layer recomputed at a time; the shared path's pass over the `prompts` distinct prompts
+    is not checkpointed) and the logits of its loss path (rlbook.losspath)."""
     from .losspath import CHUNK_TOKENS
 
     tokens, responses, b = rows * (prompt + completion), rows * completion, shape.dtype_bytes
     if shape.checkpointed:
         parts = {"checkpointed layer inputs": tokens * shape.hidden * b * shape.layers,
                  "one layer recomputed": tokens * shape.activation_bytes_per_token}
+        if path == "shared":
+            parts["prompt pass activations"] = prompts * prompt * shape.activation_bytes_per_token * shape.layers
     else:
         parts = {"activations": tokens * shape.activation_bytes_per_token * shape.layers}
     hidden = 2 * responses * shape.hidden * b  # the response hidden states and their gradient
@@ -245,7 +249,8 @@ def estimate(config, shape: Shape) -> Estimate:
                                                + completion * shape.vocab * 4 * 2)
     micro = config.micro_batch_size or rows // config.updates_per_step
     update = ({} if engine.sampling_graph else  # the graph engine's update is the sampling pass's backward
-              update_parts(shape, micro, prompt, completion, loss_path(config, torch.device(config.device))))
+              update_parts(shape, micro, prompt, completion, loss_path(config, torch.device(config.device)),
+                           prompts=max(micro // config.group_size, 1)))
     evaluation_rows = min(config.rollout_batch_size or EVALUATION_BATCH, config.eval_size * max(config.eval_samples, 1))
     evaluation = {"evaluation KV cache": evaluation_rows * tokens * shape.kv_bytes_per_token,
                   "evaluation logits": evaluation_rows * shape.vocab * 4 * SAMPLING_LOGIT_COPIES}
