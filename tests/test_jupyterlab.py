@@ -21,7 +21,7 @@ from test_site import CHROMIUM_FLAGS, chromium
 
 NOTEBOOK = book.NOTEBOOKS / "01_grpo_from_scratch.ipynb"
 TOKEN = "rlbook-test"
-FIRST_FIGURE_SECONDS = 120  # a student waits this long at most for the first figure (about 20 s on a quiet core)
+FIRST_FIGURE_SECONDS = 120  # the most a student may wait for the first figure (20-29 s measured on 2 busy cores)
 
 
 def free_port() -> int:
