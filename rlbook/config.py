@@ -18,12 +18,12 @@ from . import engines
 from .checks import check_type, choose, defaults
 from .identity import digest, run_identity
 from .seeds import MAX_RUN_SEED as MAX_SEED  # the streams are laid out for seeds below it
+from .storage import DEVICES
 from .versions import TRAINING_VERSION, WARM_START_VERSION
 
 FINETUNE = ("lora", "full")
 FUSED_RATIO = ("auto", "on", "off", "chunked")
 INIT = ("warm", "scratch")
-DEVICES = ("cpu", "cuda")
 DIRECTORY_NAME = re.compile(r"[\w+=-][\w.+=-]{0,99}")  # experiment and name become directory names
 POSITIVE = ("prompts_per_step", "total_updates", "updates_per_step", "epochs", "lr", "eval_every", "eval_size",
             "eval_samples", "checkpoint_every", "lora_rank", "lora_alpha")

@@ -1,5 +1,4 @@
-"""The trainer's loss path: log-probs of a batch's response tokens under the model, and one update's gradient
-accumulated over micro-batches.
+"""The trainer's loss path: response-token log-probs and one update's gradient, accumulated over micro-batches.
 
 Four paths to the log-probs (`loss_path`, from RunConfig.fused_ratio and the run's engine, rlbook.engines):
   reference (off; auto on a CPU): the model's logits over the whole sequence [B, P+C, V], sliced, divided by T,

@@ -142,12 +142,19 @@ def load_pretrained(path_or_id: str, dtype: torch.dtype | None = None):
     return model, tokenizer
 
 
+def routers(model) -> list[torch.nn.Module]:
+    """The top-k routers of an MoE model, in layer order (empty for a dense model)."""
+    return [m for m in model.modules() if type(m).__name__.endswith("TopKRouter")]
+
+
+def is_moe(model) -> bool:
+    return bool(routers(model))
+
+
 def add_lora(model, rank: int = 16, alpha: float = 32.0, targets: tuple[str, ...] = LORA_TARGETS):
     """Wrap a model with a LoRA adapter; only the adapter trains (dropout 0 so sampling and training agree). A mixture
     of experts keeps its experts as they are (fused 3-D weights, which LoRA does not adapt): its other linear layers
     take the adapter and its routers train in full, so that routing keeps learning (chapter 6, router replay)."""
-    from .router_replay import routers
-
     if rank < 1:
         raise ValueError(f"lora_rank={rank}: must be >= 1")
     present = {name.rsplit(".", 1)[-1] for name, _ in model.named_modules()}

@@ -24,7 +24,7 @@ from .evaluate import accuracy, completion_budget, validation_problems
 from .models import build_model, set_cpu_threads
 from .progress import progress_bar
 from .seeds import stream_seed
-from .storage import default_root, environment, reference_root, write_json
+from .storage import DEVICES, default_root, environment, reference_root, write_json
 from .tasks import make_task
 from .versions import WARM_START_VERSION
 
@@ -55,8 +55,6 @@ class WarmStartConfig:
             raise ValueError(f"schedule={self.schedule!r}; choose one of: {', '.join(SCHEDULES)}")
         if self.target_accuracy is not None and not 0 < self.target_accuracy <= 1:
             raise ValueError(f"target_accuracy={self.target_accuracy}: must be in (0, 1] or None")
-        from .config import DEVICES
-
         choose("device", self.device, list(DEVICES))
         if min(self.batch_size, self.max_steps, self.eval_every, self.validation_size) <= 0 or self.lr <= 0:
             raise ValueError("batch_size, max_steps, eval_every, validation_size and lr must be > 0")

@@ -14,7 +14,8 @@ import torch
 from .decoding import MIN_ROWS, decode_loop, distinct, positions, prefill
 from .engines import engine_of
 from .lean_decoder import LeanDecoder
-from .router_replay import RoutingRecorder, engine_copy, is_moe, join_routing
+from .models import is_moe
+from .router_replay import RoutingRecorder, engine_copy, join_routing
 from .seeds import stream_seed
 from .static_sampling import static_sample
 from .tasks.base import Problem

@@ -22,18 +22,10 @@ import torch
 
 from .checks import choose
 from .decoding import check_generator
+from .models import PRESETS, is_moe, routers
 
 NOT_ROUTED = 255  # uint8 sentinel: this position's routing was not recorded (the trainer routes it itself)
 ENGINE_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
-
-
-def routers(model) -> list[torch.nn.Module]:
-    """The top-k routers of an MoE model, in layer order (empty for a dense model)."""
-    return [m for m in model.modules() if type(m).__name__.endswith("TopKRouter")]
-
-
-def is_moe(model) -> bool:
-    return bool(routers(model))
 
 
 def engine_copy(model, dtype: str):
@@ -47,8 +39,6 @@ def engine_copy(model, dtype: str):
 def check_router_settings(config) -> None:
     """Rollout precision, router noise and router replay of a RunConfig (chapter 6): the last two need a mixture of
     experts (a checkpoint directory's architecture is checked when it is loaded)."""
-    from .models import PRESETS
-
     choose("rollout_dtype", config.rollout_dtype, list(ENGINE_DTYPES))
     if config.router_noise < 0:
         raise ValueError(f"router_noise={config.router_noise} must be >= 0 (a standard deviation; 0: none)")

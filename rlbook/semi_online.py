@@ -1,5 +1,6 @@
-"""Semi-online RL ("Bridging Offline and Online Reinforcement Learning for LLMs", arXiv 2506.21495): the generator is
-a frozen copy of the policy, synced with it every `sync_every` updates.
+"""Semi-online RL: a frozen copy of the policy generates, synced with it every `sync_every` updates.
+
+From "Bridging Offline and Online Reinforcement Learning for LLMs" (arXiv 2506.21495).
 
 sync_every = 1 is online RL (the current policy samples every batch); sync_every = k > 1 keeps the generator's
 weights for k updates, so the batches are fresh but the lag between the sampling and the trained policy cycles

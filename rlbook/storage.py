@@ -134,6 +134,9 @@ def git_commit() -> str:
         return "unknown"
 
 
+DEVICES = ("cpu", "cuda")  # where a run is made (RunConfig.device, WarmStartConfig.device)
+
+
 def environment(device: str | None = None) -> dict:
     """Where a run ran: device (the GPU's name for `device` 'cuda', the CPU's for 'cpu'; None: this machine's GPU if it
     has one), machine and library versions."""

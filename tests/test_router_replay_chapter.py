@@ -12,7 +12,7 @@ import torch  # noqa: E402
 from rlbook.chapters import router_replay as ch6  # noqa: E402
 from rlbook.config import RunConfig  # noqa: E402
 from rlbook.models import build_model  # noqa: E402
-from rlbook.router_replay import routers  # noqa: E402
+from rlbook.models import routers  # noqa: E402
 from rlbook.runs import RunStore  # noqa: E402
 from rlbook.tasks import make_task  # noqa: E402
 

@@ -1,5 +1,4 @@
-"""Chapter 1 figures (GRPO, DeepSeekMath, arXiv 2402.03300): learning curves of one run, the clipped surrogate, and
-the run explorer (a metric and a seed)."""
+"""Chapter 1 figures (GRPO, DeepSeekMath, arXiv 2402.03300): learning curves, the clipped surrogate, the explorer."""
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
