@@ -178,16 +178,16 @@ def _interrupted(store: RunStore | None, config: RunConfig | None) -> str:
 
 
 def _estimate(config: RunConfig, store: RunStore) -> None:
-    """A run that will train (not one stored, here or among the reference runs): what this machine must provide for it
-    (rlbook.obtain.check_runnable: a ValueError when it cannot), and its memory and compute estimate on one line of
-    stderr."""
+    """A run that will start training (none stored, here or among the reference runs): what this machine must provide
+    for it (rlbook.obtain.check_runnable: a ValueError when it cannot), and its memory and compute estimate on one line
+    of stderr."""
     from .memory import matmul_rate, shape_of, summary
     from .models import set_cpu_threads
     from .obtain import check_runnable
     from .runs import RunStore, reference_root
 
-    if any((run := s.find(config)) is not None and run.complete for s in (store, RunStore(reference_root()))):
-        return
+    if any(s.find(config) is not None for s in (store, RunStore(reference_root()))):
+        return  # replayed, or resumed: its estimate was printed when it started
     estimate = check_runnable(config)
     if estimate is not None:
         set_cpu_threads()  # the threads training will use: the rate is theirs
@@ -215,6 +215,10 @@ def main(argv: list[str] | None = None) -> int:
         store = RunStore(args.runs_dir)
         if args.command == "train":
             current = _config_from(args)
+            if args.backend == "trl":  # what TRL cannot express is refused before anything is estimated
+                from .trl_backend import check_expressible
+
+                check_expressible(current)
             _estimate(current, store)
             run = _train(current, store, args)
             last = run.metrics[-1] if run.metrics else {}
