@@ -331,9 +331,7 @@ def test_landing_figures_are_readable_and_open_their_chapter_section(site, brows
     for figure in figures:
         assert smallest * figure["scale"] >= 0.9 * body, f"{figure['href']}: text {smallest * figure['scale']:.1f} px"
         target, anchor = figure["href"].split("#")
-        chapter = Visit(browser, site / target).page
-        assert chapter.query_selector(f"[id='{anchor}']"), f"{figure['href']}: no such section"
-        chapter.close()
+        assert f'id="{anchor}"' in (site / target).read_text(), f"{figure['href']}: no such section"
 
 
 def test_every_deck_steps_through_offline(site, browser):
