@@ -102,6 +102,20 @@ def vs_trl(d):
                    f"{g(row['base_greedy'])} -> {g(row['final_greedy'])}")
 
 
+def cli_speed(d):
+    for row in d["rows"]:
+        yield (f"{row['system']}: {g(row['cpu_s_per_update'])} CPU s per update, whole run "
+               f"{g(row['whole_run_cpu_s_per_update'])} CPU s per update")
+    for name, ratio in d["summary"].items():
+        yield (f"{name.replace('_', ' ')}: {g(ratio['cpu_s_per_update'])}x per update, "
+               f"{g(ratio['whole_run_cpu_s_per_update'])}x whole runs (CPU time)")
+    for row in d["rows"]:
+        if row["system"] == "cli":
+            outside = {p: t["cpu_s"] for p, t in row["parts"].items() if not p.startswith("engine")}
+            yield (f"CLI outside the engine: {g(100 * sum(outside.values()) / row['cpu_total_s'])}% of its CPU time: "
+                   + ", ".join(f"{p} {g(s)} s" for p, s in sorted(outside.items(), key=lambda kv: -kv[1])[:4]))
+
+
 def check_exports(d):
     for engine, result in d["results"].items():
         yield (f"{engine}: {result['passed']} of {result['passed'] + result['failed']} exports accepted by the "
@@ -172,7 +186,7 @@ def convert_store(d):
 
 FIGURES = {f.__name__: f for f in (convert_store, fidelity, fuzz_inputs, learning_gain, lora_step, objectives_table, paper_dry_run,
                                    paper_memory, pilots, prefix_sharing, profile_trainer, static_sampling, vs_trl,
-                                   gpu_check, check_exports, trl_chapter1, ratio_op, ratio_op_agreement)} | {"router_pilots": pilots}
+                                   gpu_check, check_exports, trl_chapter1, ratio_op, ratio_op_agreement, cli_speed)} | {"router_pilots": pilots}
 
 
 def stamp(path: Path) -> str:
