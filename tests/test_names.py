@@ -73,7 +73,7 @@ def known_flags() -> set[str]:
     return flags | {"--help", "--profile", "--only", "--render-only"} | FOREIGN_FLAGS
 
 
-FOREIGN_FLAGS = {"--logdir"}  # other programs' flags the book shows in their own command lines (tensorboard)
+FOREIGN_FLAGS = {"--logdir", "--no-index", "--find-links"}  # other programs' flags shown in their command lines (tensorboard, pip)
 TEXTS = texts()
 
 
