@@ -79,3 +79,13 @@ def test_the_paper_is_placed_where_our_grpo_batches_clip_as_much(tmp_path):
     fig = m2_axis.axis_figure(m2_axis.cells(runs), runs)
     assert "drifted" in fig.axes[0].get_title() and "tau" in fig.axes[0].get_xlabel()
     assert m2_axis.table(m2_axis.cells(runs)).count("\n") == 6  # header, rule, 5 cells
+
+
+def test_batch_tokens_is_the_mean_stale_batch_and_none_without_one():
+    class Run:  # a stale run's rows: updates 1-3 at staleness 1, so updates 2 and 3 are stale
+        config = type("Config", (), {"staleness": 1})()
+        metrics = [{"update": u, "m2": 0.01, "tokens_pos_adv": 100 * u, "tokens_neg_adv": 10, "tokens_zero_adv": 0}
+                   for u in (1, 2, 3)]
+
+    assert m2_axis.batch_tokens([Run()]) == 260.0  # (210 + 310) / 2
+    assert m2_axis.batch_tokens([]) is None

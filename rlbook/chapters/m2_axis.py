@@ -54,6 +54,14 @@ def removed_share(run) -> float:
     return stale_share(run, "mask_frac" if run.config.objective == "m2po" else "clip_frac")
 
 
+def batch_tokens(runs) -> float | None:
+    """Response tokens in a stale batch, averaged over the runs' stale batches (one token is 1 / this of a batch);
+    None without a stale batch."""
+    sizes = [row["tokens_pos_adv"] + row["tokens_neg_adv"] + row["tokens_zero_adv"]
+             for run in runs for row in stale_rows(run)]
+    return statistics.fmean(sizes) if sizes else None
+
+
 def m2_over_tau(run) -> float:
     return stale_m2(run) / DEFAULT_TAU
 

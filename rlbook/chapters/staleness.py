@@ -25,6 +25,13 @@ def batch_rewards(run):
     return sorted(by_version), [float(np.mean(by_version[v])) for v in sorted(by_version)]
 
 
+def collapsed_seeds(cell) -> str:
+    """"k of n seeds": the runs that end at least stats.COLLAPSE_FALL below their own smoothed peak."""
+    if not cell:
+        return "no runs"
+    return f"{sum(stats.fall_from_peak(r) >= stats.COLLAPSE_FALL for r in cell)} of {len(cell)} seeds"
+
+
 def grad_clip_share(runs) -> float | None:
     """The share of the runs' updates whose gradient norm (logged before clipping) exceeds the run's `max_grad_norm`:
     how often the gradient-norm clip binds. None where no update is stored."""
