@@ -165,7 +165,9 @@ def axis_figure(fixed: list[Cell], pool: list) -> plt.Figure:
         if at is not None:
             ax.plot(at, 100 * value, "*", ms=18, color=color, markeredgecolor="black", label=label, zorder=5)
     ax.axvline(1.0, color="gray", ls=":", lw=1.5, label="M2 = tau: M2PO starts masking")
-    ax.axhline(100 / 470, color="gray", ls="--", lw=1, label="1 token of a 470-token batch")
+    tokens = batch_tokens(pool)
+    if tokens is not None:
+        ax.axhline(100 / tokens, color="gray", ls="--", lw=1, label=f"1 token of a {tokens:.0f}-token batch")
     ax.set_xscale("log")
     ax.set_yscale("log")
     plain_log_ticks(ax, minor=False)
