@@ -55,10 +55,10 @@ def removed_share(run) -> float:
 
 
 def batch_tokens(runs) -> float | None:
-    """Response tokens in a stale batch, averaged over the runs' stale batches (one token is 1 / this of a batch);
-    None without a stale batch."""
-    sizes = [row["tokens_pos_adv"] + row["tokens_neg_adv"] + row["tokens_zero_adv"]
-             for run in runs for row in stale_rows(run)]
+    """Response tokens in a stale batch, averaged over the runs' stale batches that count them (one token is 1 / this
+    of a batch); None without such a batch."""
+    counts = ("tokens_pos_adv", "tokens_neg_adv", "tokens_zero_adv")
+    sizes = [sum(row[k] for k in counts) for run in runs for row in stale_rows(run) if all(k in row for k in counts)]
     return statistics.fmean(sizes) if sizes else None
 
 
