@@ -71,6 +71,17 @@ def _config_from(args: argparse.Namespace) -> RunConfig:
     return RunConfig.from_dict({k: v for k, v in vars(args).items() if k in names and v is not None})
 
 
+def _on_the_gpu_if_present(args: argparse.Namespace) -> argparse.Namespace:
+    """`train` without --device computes where a user expects it to: on the GPU when torch sees one (said on stderr,
+    since a GPU run is another result than the CPU run of the same seed), else on the CPU."""
+    import torch
+
+    if args.device is None and torch.cuda.is_available():
+        print(f"device: cuda ({torch.cuda.get_device_name()}); pass --device cpu to train on the CPU", file=sys.stderr)
+        args.device = "cuda"
+    return args
+
+
 def _parser() -> argparse.ArgumentParser:
     from .engines import EPILOG
     from .experiments import SWEEPS
@@ -214,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
         args = _parser().parse_args(argv)
         store = RunStore(args.runs_dir)
         if args.command == "train":
-            current = _config_from(args)
+            current = _config_from(_on_the_gpu_if_present(args))
             if args.backend == "trl":  # what TRL cannot express is refused before anything is estimated
                 from .trl_backend import check_expressible
 

@@ -138,6 +138,21 @@ def test_every_flag_round_trips_to_the_config():
     assert config.task_params == {"digits": [1, 2]} and config.lr == 0.01 and config.normalize_adv_std is False
 
 
+@pytest.mark.parametrize("gpu, flags, expected", [(True, [], "cuda"), (True, ["--device", "cpu"], "cpu"),
+                                                   (False, [], "cpu")])
+def test_train_computes_on_the_gpu_when_torch_sees_one(monkeypatch, capsys, gpu, flags, expected):
+    """Without --device, `train` takes the GPU torch sees and says so; --device cpu keeps it on the CPU."""
+    import torch
+
+    from rlbook.cli import _config_from, _on_the_gpu_if_present, _parser
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: gpu)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *_: "Test GPU")
+    config = _config_from(_on_the_gpu_if_present(_parser().parse_args(["train", *flags])))
+    assert config.device == expected
+    assert ("pass --device cpu" in capsys.readouterr().err) == (expected == "cuda" and not flags)
+
+
 @pytest.fixture
 def sixteen_gb(monkeypatch):
     """A machine with 16 GB free (what is refused must not depend on the machine running the test)."""
