@@ -17,6 +17,7 @@ would not fit at 8) and is scaled linearly in tokens to --batch, marked "scaled"
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import resource
@@ -31,7 +32,7 @@ import rlbook.losspath
 from rlbook.config import RunConfig
 from rlbook.models import add_lora, build_model, count_parameters
 from rlbook.rollout import Rollout
-from rlbook.trainer import train_update
+from rlbook.trainer import resolve, train_update
 
 GiB = 2**30
 FUSED_RATIO = {"reference": "off", "fused": "on", "chunked": "chunked", "none": "chunked"}
@@ -103,7 +104,8 @@ def worker(args) -> dict:
     advantages = batch.rewards - batch.rewards.mean()
     if args.path == "none":
         rlbook.losspath.token_stats = hidden_only
-    path = "chunked" if args.path == "none" else args.path
+    objective, path = resolve(config, device)
+    path = dataclasses.replace(path, name="chunked" if args.path == "none" else args.path)
     times, peaks = [], []
     for update in range(args.repeats):
         if cuda:
@@ -112,7 +114,7 @@ def worker(args) -> dict:
             base = torch.cuda.memory_allocated()
         with RssPeak() as rss:
             tic = time.time()
-            train_update(model, optimizer, batch, advantages, None, config, path, update + 1)
+            train_update(model, optimizer, batch, advantages, None, objective, path, config.max_grad_norm, update + 1)
             if cuda:
                 torch.cuda.synchronize()
             times.append(time.time() - tic)

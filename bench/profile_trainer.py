@@ -31,14 +31,14 @@ from rlbook.advantages import group_advantages
 from rlbook.evaluate import accuracy, completion_budget, evaluation_problems, sampled_eval_seed
 from rlbook.engines import engine_of
 from rlbook.experiments import grpo_from_scratch
-from rlbook.losspath import loss_and_tokens, loss_path
+from rlbook.losspath import loss_and_tokens
 from rlbook.lean_decoder import LeanDecoder
 from rlbook.models import set_cpu_threads
 from rlbook.rollout import rollout
 from rlbook.runs import RunStore
 from rlbook.seeds import stream_seed
 from rlbook.tasks import make_task
-from rlbook.trainer import init_policy
+from rlbook.trainer import init_policy, resolve
 
 sys.path.insert(0, str(Path(__file__).parent))
 from vs_trl import COMPARED_UPDATE  # noqa: E402
@@ -69,7 +69,7 @@ def profile_updates(config, store: RunStore, updates: int, clock: Clock) -> int:
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
     generator = torch.Generator().manual_seed(stream_seed("rollout", config.seed))
-    max_new, path, tokens = completion_budget(task, tokenizer), loss_path(config, torch.device("cpu")), 0
+    max_new, (objective, path), tokens = completion_budget(task, tokenizer), resolve(config, torch.device("cpu")), 0
     engine = engine_of(config)
     sampler = LeanDecoder(model, merged=engine.merged_sampling) if engine.lean_sampler else None
     for step in range(updates):
@@ -81,7 +81,7 @@ def profile_updates(config, store: RunStore, updates: int, clock: Clock) -> int:
         tokens += int(batch.response_mask.sum())
         advantages = group_advantages(batch.rewards, config.group_size, config.normalize_adv_std)
         with clock.phase("forward+loss"):
-            loss, *_ = loss_and_tokens(model, batch, advantages[:, None] * batch.response_mask, None, config, path)
+            loss, *_ = loss_and_tokens(model, batch, advantages[:, None] * batch.response_mask, None, objective, path)
         with clock.phase("backward"):
             optimizer.zero_grad(set_to_none=True)
             loss.backward()

@@ -1,6 +1,9 @@
 """The trainer's loss path: response-token log-probs and one update's gradient, accumulated over micro-batches.
 
-Four paths to the log-probs (`loss_path`, from RunConfig.fused_ratio and the run's engine, rlbook.engines):
+Nothing here reads a RunConfig: rlbook.trainer.resolve turns the config once into the run's `Objective` (which loss,
+its hyper-parameters, the advantage reshaping around it) and its `LogProbPath` (which of the four paths below, at
+which temperature, in passes of how many sequences). Four paths to the log-probs (`loss_path`, from the run's engine,
+rlbook.engines, its fused_ratio and its device):
   reference (off; auto on a CPU): the model's logits over the whole sequence [B, P+C, V], sliced, divided by T,
       float32 log-softmax. Kept exactly as it was: the CPU golden results (tests/test_versions.py) come from it.
   shared (engines fast and static): the reference path with each distinct prompt run once (a GRPO mini-batch holds every
@@ -15,6 +18,7 @@ Four paths to the log-probs (`loss_path`, from RunConfig.fused_ratio and the run
 from __future__ import annotations
 
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 
 import torch
 from transformers import DynamicCache
@@ -22,8 +26,8 @@ from transformers.modeling_layers import GradientCheckpointingLayer
 
 from .decoding import distinct, positions
 from .dpo import online_dpo_loss
-from .engines import engine_of
-from .objectives import policy_loss
+from .engines import Engine
+from .objectives import needs_proximal, policy_loss
 from .ops import chunked_token_logprobs, reference_token_logprobs, token_logprobs as op_token_logprobs
 from .rollout import Rollout
 from .router_replay import replaying
@@ -36,14 +40,52 @@ CHUNK_TOKENS = 1024  # tokens per chunk of logits: 1024 x 151936 x bf16 = 0.3 GB
 PREFIX_SHARING_TOLERANCE = {"logp": 2e-5, "grad_rel": 2e-5}
 
 
-def loss_path(config, device: torch.device) -> str:
-    if engine_of(config).prefix_sharing:
+def loss_path(engine: Engine, fused_ratio: str, device: torch.device) -> str:
+    """The path (one of PATHS) of an engine's training pass with this fused_ratio on this device."""
+    if engine.prefix_sharing:
         return "shared"
-    if config.fused_ratio == "chunked":
+    if fused_ratio == "chunked":
         return "chunked"
-    if config.fused_ratio == "on" or (config.fused_ratio == "auto" and device.type == "cuda"):
+    if fused_ratio == "on" or (fused_ratio == "auto" and device.type == "cuda"):
         return "fused"
     return "reference"
+
+
+@dataclass(frozen=True)
+class LogProbPath:
+    """How the training pass computes the response tokens' log-probs: `name` (one of PATHS) at the sampling
+    temperature, micro_batch_size sequences per pass (0: the whole mini-batch), and with skip_zero_advantage (the fast
+    engines) the sequences whose every advantage is 0 without grad (live_row_stats)."""
+    name: str
+    temperature: float = 1.0
+    micro_batch_size: int = 0
+    skip_zero_advantage: bool = False
+
+
+@dataclass(frozen=True)
+class Objective:
+    """A run's objective: `name` (an rlbook.objectives objective, or "dpo", rlbook.dpo) with its hyper-parameters
+    `params`; online DPO pairs the completions of each group of group_size; ar_alpha (Advantage Reweighting) and
+    lopti_eta (Lopti's two stages) reshape the advantages it is given (0: off; rlbook.trainer.train_update)."""
+    name: str
+    params: dict = field(default_factory=dict)
+    group_size: int = 0
+    ar_alpha: float = 0.0
+    lopti_eta: float = 0.0
+
+    @property
+    def proximal(self) -> bool:
+        """The objective reads the log-probs of the policy at the start of the step (prox_logp)."""
+        return needs_proximal(self.name)
+
+    def __call__(self, logp, batch: Rollout, advantages, prox_logp):
+        """(loss, flags) of a policy-gradient objective on [B, C] log-probs of the whole mini-batch."""
+        device = logp.device
+        params = dict(self.params)
+        if prox_logp is not None:
+            params["prox_logp"] = prox_logp.to(device)
+        return policy_loss(self.name, logp, batch.behavior_logp.to(device), advantages,
+                           batch.response_mask.to(device), **params)
 
 
 def sequence_inputs(model, batch: Rollout):
@@ -161,16 +203,6 @@ def _token_stats(model, batch: Rollout, temperature: float, path: str) -> tuple[
     return zeros.masked_scatter(resp, logp), zeros.masked_scatter(resp, entropy)
 
 
-def objective_loss(logp, batch: Rollout, advantages, prox_logp, config):
-    """(loss, flags) of config's objective on [B, C] log-probs of the whole mini-batch."""
-    device = logp.device
-    params = dict(config.objective_params)
-    if prox_logp is not None:
-        params["prox_logp"] = prox_logp.to(device)
-    return policy_loss(config.objective, logp, batch.behavior_logp.to(device), advantages,
-                       batch.response_mask.to(device), **params)
-
-
 def live_row_stats(model, batch: Rollout, advantages, temperature: float, path: str):
     """token_stats with the graph only through the sequences with a non-zero advantage; the others (GRPO's
     zero-variance groups) run without grad. Every objective multiplies each token's term by its advantage, so its
@@ -186,21 +218,21 @@ def live_row_stats(model, batch: Rollout, advantages, temperature: float, path: 
     return tuple(torch.cat([g, n])[order] for g, n in zip(grad, no_grad))
 
 
-def loss_and_tokens(model, batch, advantages, prox_logp, config, path: str):
+def loss_and_tokens(model, batch, advantages, prox_logp, objective: Objective, path: LogProbPath):
     """Objective loss (differentiable) plus per-token (logp, entropy, flags), in one pass over the mini-batch."""
     if batch.logp_graph is not None:  # sampled with its graph (the graph engine): no training forward
         logp, entropy = batch.logp_graph.to(advantages.device), batch.entropy.to(advantages.device)
-    elif engine_of(config).skip_zero_advantage:
-        logp, entropy = live_row_stats(model, batch, advantages, config.temperature, path)
+    elif path.skip_zero_advantage:
+        logp, entropy = live_row_stats(model, batch, advantages, path.temperature, path.name)
     else:
-        logp, entropy = token_stats(model, batch, config.temperature, path)
-    if config.objective == "dpo":  # the reference policy: the model with its LoRA adapters off (the starting one)
+        logp, entropy = token_stats(model, batch, path.temperature, path.name)
+    if objective.name == "dpo":  # the reference policy: the model with its LoRA adapters off (the starting one)
         with torch.no_grad(), model.disable_adapter():
-            ref_logp, _ = token_stats(model, batch, config.temperature, path)
-        loss, flags = online_dpo_loss(logp, ref_logp, batch.response_mask, batch.rewards, config.group_size,
-                                      config.objective_params)
+            ref_logp, _ = token_stats(model, batch, path.temperature, path.name)
+        loss, flags = online_dpo_loss(logp, ref_logp, batch.response_mask, batch.rewards, objective.group_size,
+                                      objective.params)
     else:
-        loss, flags = objective_loss(logp, batch, advantages, prox_logp, config)
+        loss, flags = objective(logp, batch, advantages, prox_logp)
     return loss, logp, entropy, flags
 
 
@@ -210,14 +242,14 @@ def micro_batches(rows: torch.Tensor, size: int) -> list[torch.Tensor]:
 
 
 @torch.no_grad()
-def no_grad_stats(model, batch: Rollout, config, path: str) -> tuple[torch.Tensor, torch.Tensor]:
+def no_grad_stats(model, batch: Rollout, path: LogProbPath) -> tuple[torch.Tensor, torch.Tensor]:
     """(logp, entropy) [B, C] without a graph, micro_batch_size sequences at a time (the proximal log-probs too)."""
-    parts = [token_stats(model, batch.select(rows), config.temperature, path)
-             for rows in micro_batches(torch.arange(len(batch)), config.micro_batch_size)]
+    parts = [token_stats(model, batch.select(rows), path.temperature, path.name)
+             for rows in micro_batches(torch.arange(len(batch)), path.micro_batch_size)]
     return torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
 
 
-def accumulate_gradients(model, batch: Rollout, advantages, prox_logp, config, path: str):
+def accumulate_gradients(model, batch: Rollout, advantages, prox_logp, objective: Objective, path: LogProbPath):
     """The unsplit `loss_and_tokens(...)` + `loss.backward()`, micro_batch_size sequences at a time; returns the
     same (loss, logp, entropy, flags) of the whole mini-batch, detached, with the gradients in the parameters.
 
@@ -227,12 +259,12 @@ def accumulate_gradients(model, batch: Rollout, advantages, prox_logp, config, p
     non-zero coef (zero-advantage groups have none), logp again with grad, backward of sum(coef * logp). The
     gradients add up to d loss / d theta = sum_t coef_t d logp_t / d theta. Cost: one extra no-grad forward.
     """
-    logp, entropy = no_grad_stats(model, batch, config, path)
+    logp, entropy = no_grad_stats(model, batch, path)
     logp.requires_grad_()
-    loss, flags = objective_loss(logp, batch, advantages, prox_logp, config)
+    loss, flags = objective(logp, batch, advantages, prox_logp)
     coef, = torch.autograd.grad(loss, logp, allow_unused=True, materialize_grads=True)
     live = coef.ne(0).any(1).nonzero().squeeze(1).cpu()
-    for rows in micro_batches(live, config.micro_batch_size):
-        part, _ = token_stats(model, batch.select(rows), config.temperature, path)
+    for rows in micro_batches(live, path.micro_batch_size):
+        part, _ = token_stats(model, batch.select(rows), path.temperature, path.name)
         (part * coef[rows.to(coef.device)]).sum().backward()
     return loss.detach(), logp.detach(), entropy, flags

@@ -249,7 +249,8 @@ def estimate(config, shape: Shape) -> Estimate:
                                                + completion * shape.vocab * 4 * 2)
     micro = config.micro_batch_size or rows // config.updates_per_step
     update = ({} if engine.sampling_graph else  # the graph engine's update is the sampling pass's backward
-              update_parts(shape, micro, prompt, completion, loss_path(config, torch.device(config.device)),
+              update_parts(shape, micro, prompt, completion,
+                           loss_path(engine, config.fused_ratio, torch.device(config.device)),
                            prompts=max(micro // config.group_size, 1)))
     evaluation_rows = min(config.rollout_batch_size or EVALUATION_BATCH, config.eval_size * max(config.eval_samples, 1))
     evaluation = {"evaluation KV cache": evaluation_rows * tokens * shape.kv_bytes_per_token,

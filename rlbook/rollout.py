@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from .decoding import MIN_ROWS, decode_loop, distinct, positions, prefill
-from .engines import engine_of
+from .engines import Engine
 from .lean_decoder import LeanDecoder
 from .models import is_moe
 from .router_replay import RoutingRecorder, engine_copy, join_routing
@@ -185,33 +185,38 @@ def join_rollouts(parts: list[Rollout], pad_id: int) -> Rollout:
 
 
 class BatchSampler:
-    """The rollout batches of a run: at step s, prompts_per_step problems of the step's prompt stream, group_size
-    completions each, rollout_batch_size sequences at a time (the KV cache bound), drawn from the run's rollout
-    stream through the engine's sampler (the model, or a lean copy refreshed with its current weights) at the rollout
-    precision, with the experts of every token recorded on a mixture of experts (rlbook.router_replay)."""
+    """The rollout batches of a run: at step s, prompts_per_step problems of the seed's prompt stream, group_size
+    completions each, rollout_batch_size sequences at a time (0: all at once; the KV cache bound), drawn from the
+    run's rollout stream through the engine's sampler (the model, or a lean copy refreshed with its current weights)
+    at rollout_dtype (rlbook.router_replay.engine_copy), with the experts of every token recorded on a mixture of
+    experts (rlbook.router_replay: router_noise on the router logits, router_replay replays them in training)."""
 
-    def __init__(self, model, tokenizer, task, config, max_new_tokens: int):
-        self.model, self.tokenizer, self.task, self.config, self.max_new_tokens = model, tokenizer, task, config, \
+    def __init__(self, model, tokenizer, task, engine: Engine, *, seed: int, prompts_per_step: int, group_size: int,
+                 max_new_tokens: int, temperature: float, rollout_batch_size: int = 0, rollout_dtype: str = "float32",
+                 router_noise: float = 0.0, router_replay: bool = False):
+        self.model, self.tokenizer, self.task, self.engine = model, tokenizer, task, engine
+        self.seed, self.prompts_per_step, self.group_size, self.max_new_tokens = seed, prompts_per_step, group_size, \
             max_new_tokens
-        self.device, self.engine, self.moe = next(model.parameters()).device, engine_of(config), is_moe(model)
-        self.generator = torch.Generator(device=self.device).manual_seed(stream_seed("rollout", config.seed))
-        self.lean = LeanDecoder(model, merged=self.engine.merged_sampling) if self.engine.lean_sampler else None
-        if config.router_replay and not self.moe:
-            raise ValueError(f"router_replay=True needs a mixture-of-experts model; {config.init!r} is dense")
+        self.temperature, self.rollout_batch_size, self.rollout_dtype = temperature, rollout_batch_size, rollout_dtype
+        self.router_noise, self.router_replay = router_noise, router_replay
+        self.device, self.moe = next(model.parameters()).device, is_moe(model)
+        self.generator = torch.Generator(device=self.device).manual_seed(stream_seed("rollout", seed))
+        self.lean = LeanDecoder(model, merged=engine.merged_sampling) if engine.lean_sampler else None
+        if router_replay and not self.moe:
+            raise ValueError(f"router_replay=True needs a mixture-of-experts model; {type(model).__name__} is dense")
 
     def __call__(self, step: int, version: int) -> Rollout:
         """The batch of `step`, sampled with the model's current weights (`version`: the updates they have had)."""
-        config = self.config
-        problems = self.task.generate(config.prompts_per_step, seed=stream_seed("rl_prompts", config.seed, step))
-        per_call = config.rollout_batch_size // config.group_size or len(problems)  # prompts sampled at once
+        problems = self.task.generate(self.prompts_per_step, seed=stream_seed("rl_prompts", self.seed, step))
+        per_call = self.rollout_batch_size // self.group_size or len(problems)  # prompts sampled at once
         policy = self.lean.refresh(self.model) if self.lean is not None else self.model  # the current weights
-        policy = engine_copy(policy, config.rollout_dtype)  # as the inference engine holds them
-        noise = (torch.Generator(device=self.device).manual_seed(stream_seed("router_noise", config.seed, step))
-                 if config.router_noise else None)
-        batch = join_rollouts([rollout(policy, self.tokenizer, self.task, problems[i:i + per_call], config.group_size,
-                                       self.max_new_tokens, config.temperature, self.generator, policy_version=version,
+        policy = engine_copy(policy, self.rollout_dtype)  # as the inference engine holds them
+        noise = (torch.Generator(device=self.device).manual_seed(stream_seed("router_noise", self.seed, step))
+                 if self.router_noise else None)
+        batch = join_rollouts([rollout(policy, self.tokenizer, self.task, problems[i:i + per_call], self.group_size,
+                                       self.max_new_tokens, self.temperature, self.generator, policy_version=version,
                                        graph=self.engine.sampling_graph, static=self.engine.static_sampling,
-                                       router=RoutingRecorder(policy, config.router_noise, noise) if self.moe else None)
+                                       router=RoutingRecorder(policy, self.router_noise, noise) if self.moe else None)
                                for i in range(0, len(problems), per_call)], self.tokenizer.pad_token_id)
-        batch.replay_routing = config.router_replay
+        batch.replay_routing = self.router_replay
         return batch

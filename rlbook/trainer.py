@@ -22,8 +22,10 @@ from .advantages import group_advantages, zero_variance_fraction
 from .config import RunConfig
 from .evaluate import completion_budget, evaluation_problems, evaluation_row
 from .models import LARGE_HIDDEN, add_lora, build_model, get_preset, load_pretrained, set_cpu_threads
-from .losspath import accumulate_gradients, loss_and_tokens, loss_path, no_grad_stats, sequence_inputs
-from .objectives import advantage_reweight, lopti_stages, needs_proximal
+from .engines import engine_of
+from .losspath import (LogProbPath, Objective, accumulate_gradients, loss_and_tokens, loss_path, no_grad_stats,
+                       sequence_inputs)
+from .objectives import advantage_reweight, lopti_stages
 from .pretrain import WarmStartConfig, warm_start
 from .progress import progress_bar
 from .rollout import BatchSampler, Rollout
@@ -73,16 +75,26 @@ def init_policy(config: RunConfig, store: RunStore | None = None, progress: bool
     return model.to(config.device), tokenizer
 
 
-def train_update(model, optimizer, batch: Rollout, sample_advantages, prox_logp, config: RunConfig, path: str,
-                 update: int) -> dict:
+def resolve(config: RunConfig, device: torch.device) -> tuple[Objective, LogProbPath]:
+    """What an update needs of config on device: its objective and the log-prob path of its training pass."""
+    engine = engine_of(config)
+    objective = Objective(config.objective, dict(config.objective_params), config.group_size, config.ar_alpha,
+                          config.lopti_eta)
+    path = LogProbPath(loss_path(engine, config.fused_ratio, device), config.temperature, config.micro_batch_size,
+                       engine.skip_zero_advantage)
+    return objective, path
+
+
+def train_update(model, optimizer, batch: Rollout, sample_advantages, prox_logp, objective: Objective,
+                 path: LogProbPath, max_grad_norm: float, update: int) -> dict:
     """One model update on a mini-batch (Lopti: two optimizer steps, low- then high-probability tokens), in one pass
-    or, with config.micro_batch_size, accumulated over micro-batches with the same result (losspath.py)."""
+    or, with path.micro_batch_size, accumulated over micro-batches with the same result (losspath.py)."""
     device = next(model.parameters()).device
     mask, blogp = batch.response_mask.to(device), batch.behavior_logp.to(device)
     advantages = sample_advantages.to(device)[:, None] * mask
-    if config.ar_alpha:
-        advantages = advantage_reweight(advantages, blogp, config.ar_alpha)
-    stages = lopti_stages(blogp, config.lopti_eta, mask) if config.lopti_eta else [mask]
+    if objective.ar_alpha:
+        advantages = advantage_reweight(advantages, blogp, objective.ar_alpha)
+    stages = lopti_stages(blogp, objective.lopti_eta, mask) if objective.lopti_eta else [mask]
     params = [p for p in model.parameters() if p.requires_grad]
     if batch.routing is not None:  # a mixture of experts: the trainer's own routing against the rollout's, with
         routing = mismatch_stats(model, sequence_inputs(model, batch), batch)  # the weights of the update's forward
@@ -91,14 +103,15 @@ def train_update(model, optimizer, batch: Rollout, sample_advantages, prox_logp,
         if not stage.any():  # an empty Lopti stage makes no step (AdamW would still move the weights)
             continue
         optimizer.zero_grad(set_to_none=True)
-        if config.micro_batch_size:
-            loss, logp, entropy, flags = accumulate_gradients(model, batch, advantages * stage, prox_logp, config, path)
+        if path.micro_batch_size:
+            loss, logp, entropy, flags = accumulate_gradients(model, batch, advantages * stage, prox_logp, objective,
+                                                              path)
             for p in params:  # a stage whose every gradient is 0 still steps AdamW, as the unsplit update does
                 p.grad = torch.zeros_like(p) if p.grad is None else p.grad
         else:
-            loss, logp, entropy, flags = loss_and_tokens(model, batch, advantages * stage, prox_logp, config, path)
+            loss, logp, entropy, flags = loss_and_tokens(model, batch, advantages * stage, prox_logp, objective, path)
             loss.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(params, config.max_grad_norm).item()
+        grad_norm = torch.nn.utils.clip_grad_norm_(params, max_grad_norm).item()
         if not (math.isfinite(loss.item()) and math.isfinite(grad_norm)):
             raise FloatingPointError(f"update {update}: loss {loss.item()} / gradient norm {grad_norm} is not "
                                      f"finite; stats of this mini-batch: {summarize(logp.detach(), blogp, advantages, mask, entropy.detach(), flags)}")
@@ -162,8 +175,9 @@ def train(config: RunConfig, run: Run, progress: bool = True) -> None:
 
     The config is resolved once, at the top, into what the loop uses: the policy and its optimizer, `sample` (the
     engine's sampler of rollout batches, through a frozen semi-online copy when sync_every != 1), the stale queue, the
-    engine's log-prob `path` and the evaluation. The loop between the two marker comments is the update every engine
-    runs (chapter 1 shows it): sample -> reward -> stale queue -> advantages -> objective -> step -> log."""
+    `objective` with its parameters, the engine's log-prob `path` and the evaluation; nothing below the loop sees the
+    config. The loop between the two marker comments is the update every engine runs (chapter 1 shows it): sample ->
+    reward -> stale queue -> advantages -> objective -> step -> log."""
     # the policy, its optimizer and the task that rewards a completion
     set_cpu_threads()
     torch.manual_seed(stream_seed("init", config.seed))
@@ -171,20 +185,25 @@ def train(config: RunConfig, run: Run, progress: bool = True) -> None:
     task = make_task(config.task, **config.task_params)
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=config.lr,
                                   weight_decay=config.weight_decay)
-    # the sampler of rollout batches, the stale queue in front of it and where a resumed run left them
-    max_new = config.max_new_tokens or completion_budget(task, tokenizer)
-    sampler, per_batch = BatchSampler(model, tokenizer, task, config, max_new), config.updates_per_step * config.epochs
+    # the sampler of rollout batches (the engine's), the stale queue in front of it and where a resumed run left them
+    engine, max_new = engine_of(config), config.max_new_tokens or completion_budget(task, tokenizer)
+    sampler = BatchSampler(model, tokenizer, task, engine, seed=config.seed, prompts_per_step=config.prompts_per_step,
+                           group_size=config.group_size, max_new_tokens=max_new, temperature=config.temperature,
+                           rollout_batch_size=config.rollout_batch_size, rollout_dtype=config.rollout_dtype,
+                           router_noise=config.router_noise, router_replay=config.router_replay)
+    per_batch = config.updates_per_step * config.epochs
     queue = StaleQueue(config.staleness, per_batch, math.ceil(config.total_updates / per_batch))
     update, queue.batches, snapshot = resume(run, model, optimizer, sampler.generator)
     sample = SemiOnlineGenerator(model, sampler, config.sync_every, snapshot)  # online: the sampler itself
-    # the log-prob path of the training pass, and the evaluation a metrics row carries every eval_every updates
-    path = loss_path(config, sampler.device)
+    # the objective with its parameters, the log-prob path of the training pass, and the evaluation a metrics row
+    # carries every eval_every updates
+    objective, path = resolve(config, sampler.device)
     evaluation = partial(evaluation_row, model, tokenizer, task,
                          evaluation_problems(config.task, config.task_params, config.eval_size), max_new,
                          config.temperature, config.seed, config.eval_samples, batch_size=config.rollout_batch_size)
     run.truncate(update if update else -1)  # rows past the checkpoint (or of a run killed before one) are re-made
-    run.update_meta(complete=False, resumed_at=update or None, fused_ratio=path not in ("reference", "shared"),
-                    loss_path=path, engine=sampler.engine.name, training_version=TRAINING_VERSION,
+    run.update_meta(complete=False, resumed_at=update or None, fused_ratio=path.name not in ("reference", "shared"),
+                    loss_path=path.name, engine=engine.name, training_version=TRAINING_VERSION,
                     **environment(config.device))
     start_time = time.time() - run.meta.get("wall_time_s", 0.0)
     if update == 0:  # the first s + k updates train on rollouts of the base model; row 0 is its accuracy
@@ -199,7 +218,7 @@ def train(config: RunConfig, run: Run, progress: bool = True) -> None:
         batch = queue.next_batch(step, update, sample)
         sample_s = time.time() - tic  # generation (and, semi-online, swapping the generator's weights in and out)
         advantages = group_advantages(batch.rewards, config.group_size, config.normalize_adv_std)
-        prox = no_grad_stats(model, batch, config, path)[0] if needs_proximal(config.objective) else None
+        prox = no_grad_stats(model, batch, path)[0] if objective.proximal else None
         for epoch, rows in mini_batches(len(batch), config):
             if update == config.total_updates:
                 break
@@ -208,7 +227,7 @@ def train(config: RunConfig, run: Run, progress: bool = True) -> None:
                    "lr": optimizer.param_groups[0]["lr"], **batch_row(mini, config.group_size),
                    # the objective on the mini-batch, then the optimizer step
                    **train_update(model, optimizer, mini, advantages[rows], None if prox is None else prox[rows],
-                                  config, path, update + 1)}
+                                  objective, path, config.max_grad_norm, update + 1)}
             update += 1
             row.update(tokens_per_s=mini.response_mask.sum().item() / (time.time() - tic),
                        update_s=time.time() - tic, sample_s=sample_s)

@@ -72,6 +72,7 @@ from rlbook.config import RunConfig  # noqa: E402
 from rlbook.losspath import loss_and_tokens, token_logprobs  # noqa: E402
 from rlbook.models import add_lora, build_model  # noqa: E402
 from rlbook.rollout import Rollout  # noqa: E402
+from rlbook.trainer import resolve  # noqa: E402
 from test_trainer import per_update, shaped, tiny, train  # noqa: E402,F401 (fixture)
 
 GROUPS, G, P, C = 3, 4, 5, 6
@@ -102,9 +103,9 @@ def adapted():
 
 def test_reference_is_the_model_with_its_adapters_off(adapted):
     batch = grouped_rollout(adapted.config.vocab_size)
-    config = tiny(objective="dpo", group_size=G, objective_params={"beta": 0.3})
+    config = tiny(objective="dpo", group_size=G, objective_params={"beta": 0.3}, engine="reference")
     advantages = torch.ones(GROUPS * G, C)
-    loss, logp, _, flags = loss_and_tokens(adapted, batch, advantages, None, config, "reference")
+    loss, logp, _, flags = loss_and_tokens(adapted, batch, advantages, None, *resolve(config, torch.device("cpu")))
     with torch.no_grad(), adapted.disable_adapter():
         ref_logp, _ = token_logprobs(adapted, batch, config.temperature)
     expected = dpo_loss(logp, ref_logp, batch.response_mask, torch.tensor([1, 8]), torch.tensor([0, 10]), beta=0.3)

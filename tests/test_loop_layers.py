@@ -1,8 +1,7 @@
 """The training loop resolves the RunConfig once (rlbook.trainer.train); nothing below the loop receives one.
 
 By inspection: no function, method or class of a module below the loop takes a parameter named `config` or annotated
-RunConfig, and no such module imports rlbook.config. Modules still taking the config are listed in STILL_TAKE_CONFIG
-and expected to fail (strict: the test says so once one is fixed, so the list only shrinks).
+RunConfig, and no such module imports rlbook.config.
 """
 import ast
 import importlib
@@ -12,9 +11,7 @@ from pathlib import Path
 import pytest
 
 BELOW_THE_LOOP = ("advantages", "evaluate", "objectives", "objective_inputs", "token_stats", "staleness",
-                  "semi_online")
-# losspath: tests/test_trainer.py calls loss_and_tokens and no_grad_stats with a RunConfig; rollout: BatchSampler
-STILL_TAKE_CONFIG = ("losspath", "rollout")
+                  "semi_online", "losspath", "rollout")
 
 
 def config_parameters(module) -> list[str]:
@@ -43,8 +40,7 @@ def imports_config(module) -> bool:
     return False
 
 
-@pytest.mark.parametrize("name", [*BELOW_THE_LOOP, *(pytest.param(name, marks=pytest.mark.xfail(
-    strict=True, reason="still takes a RunConfig")) for name in STILL_TAKE_CONFIG)])
+@pytest.mark.parametrize("name", BELOW_THE_LOOP)
 def test_no_module_below_the_loop_takes_a_run_config(name):
     module = importlib.import_module(f"rlbook.{name}")
     assert config_parameters(module) == [], f"rlbook.{name} takes a RunConfig"

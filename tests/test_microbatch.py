@@ -18,7 +18,7 @@ from rlbook.config import RunConfig
 from rlbook.models import add_lora, build_model
 from rlbook.objectives import OBJECTIVES, needs_proximal
 from rlbook.rollout import Rollout, join_rollouts
-from rlbook.trainer import train_update
+from rlbook.trainer import resolve, train_update
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 B, P, C = 16, 5, 12
@@ -67,7 +67,9 @@ def update(setup, path, micro, objective, **changes):
     config = config.replace(objective=objective, micro_batch_size=micro, max_grad_norm=1e6, **changes)
     optimizer = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=1.0)
     prox = prox if needs_proximal(objective) else None
-    row = train_update(model, optimizer, batch, advantages, prox, config, path, 1)
+    objective, resolved = resolve(config, torch.device("cpu"))
+    row = train_update(model, optimizer, batch, advantages, prox, objective, dataclasses.replace(resolved, name=path),
+                       config.max_grad_norm, 1)
     return row, [p.detach() for p in model.parameters() if p.requires_grad]
 
 
@@ -177,7 +179,8 @@ def test_largest_tensor_of_the_loss_path(path, monkeypatch):
     advantages = torch.linspace(-1, 1, 8)
     full = 8 * 96 * vocab * 4  # float32 logits of every response token
     with LargestAllocation() as seen:
-        train_update(model, optimizer, batch, advantages, None, config, path, 1)
+        train_update(model, optimizer, batch, advantages, None, *resolve(config, torch.device("cpu")),
+                     config.max_grad_norm, 1)
     if path == "chunked":
         assert seen.largest <= chunk * vocab * 4 < full / 8
     else:

@@ -11,6 +11,7 @@ from rlbook.rollout import rollout
 from rlbook.router_replay import (NOT_ROUTED, RoutingRecorder, engine_copy, extreme_fraction, join_routing,
                                   own_experts, predicting_positions, replay_gate, replaying, routers, top_k_gate)
 from rlbook.tasks import make_task
+from rlbook.trainer import resolve
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 TASK = make_task("arithmetic", digits=[1, 2])
@@ -72,7 +73,7 @@ def test_without_mismatch_replay_changes_nothing():
     for replay in (False, True):
         batch.replay_routing = replay
         model.zero_grad()
-        loss, logp, _, _ = loss_and_tokens(model, batch, advantages, None, config, "reference")
+        loss, logp, _, _ = loss_and_tokens(model, batch, advantages, None, *resolve(config, torch.device("cpu")))
         loss.backward()
         results.append((loss.detach(), logp.detach(), [p.grad.clone() for p in model.parameters()]))
     (loss_a, logp_a, grads_a), (loss_b, logp_b, grads_b) = results

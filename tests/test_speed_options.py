@@ -7,11 +7,11 @@ import pytest
 import torch
 
 from rlbook.config import RunConfig
-from rlbook.losspath import (PREFIX_SHARING_TOLERANCE, live_row_stats, loss_path, objective_loss,
-                             shared_prompt_logprobs, token_logprobs, token_stats)
+from rlbook.losspath import (PREFIX_SHARING_TOLERANCE, live_row_stats, shared_prompt_logprobs, token_logprobs,
+                             token_stats)
 from rlbook.models import add_lora, build_model
 from rlbook.rollout import Rollout
-from rlbook.trainer import train_update
+from rlbook.trainer import resolve, train_update
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 GROUPS, G, P, C = 4, 4, 6, 7
@@ -75,7 +75,8 @@ def test_an_update_through_shared_prompts_is_the_reference_update(policy):
         config = RunConfig(preset="nano-small", init="scratch", prompts_per_step=GROUPS, group_size=G,
                            engine="fast" if sharing else "reference")
         optimizer = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=1.0)
-        row = train_update(model, optimizer, batch, advantages, None, config, loss_path(config, torch.device("cpu")), 1)
+        row = train_update(model, optimizer, batch, advantages, None, *resolve(config, torch.device("cpu")),
+                           config.max_grad_norm, 1)
         after[sharing] = row, [p.detach() for p in model.parameters() if p.requires_grad]
     assert after[True][0]["loss"] == pytest.approx(after[False][0]["loss"], abs=PREFIX_SHARING_TOLERANCE["logp"])
     moved = [(b - a).norm() / a.norm() for a, b in zip(after[False][1], after[True][1])]
@@ -84,9 +85,9 @@ def test_an_update_through_shared_prompts_is_the_reference_update(policy):
 
 def test_the_fast_engine_shares_prompts_and_names_what_it_cannot_combine_with():
     config = RunConfig(engine="reference")
-    assert loss_path(config, torch.device("cpu")) == "reference"
+    assert resolve(config, torch.device("cpu"))[1].name == "reference"
     shared = config.replace(engine="fast")
-    assert shared.hash() != config.hash() and loss_path(shared, torch.device("cpu")) == "shared"
+    assert shared.hash() != config.hash() and resolve(shared, torch.device("cpu"))[1].name == "shared"
     with pytest.raises(ValueError, match="engine='fast'.*fused_ratio='chunked'"):
         RunConfig(engine="fast", fused_ratio="chunked")
 
@@ -105,7 +106,7 @@ def test_zero_advantage_sequences_without_grad_give_the_same_update(policy, obje
                            objective=objective)
         logp, entropy = (live_row_stats(model, batch, advantages, config.temperature, path) if skip else
                          token_stats(model, batch, config.temperature, path))
-        loss, _ = objective_loss(logp, batch, advantages, None, config)
+        loss, _ = resolve(config, torch.device("cpu"))[0](logp, batch, advantages, None)
         loss.backward()
         results[skip] = loss.item(), logp.detach(), entropy, [p.grad for p in model.parameters() if p.requires_grad]
     (loss, logp, entropy, grads), (ref_loss, ref_logp, ref_entropy, ref_grads) = results[True], results[False]

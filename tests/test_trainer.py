@@ -266,9 +266,9 @@ def test_proximal_objectives_get_the_step_start_policy(tmp_path, monkeypatch, sh
     """tis / decoupled: prox_logp is recomputed once per step, so it equals blogp within a fresh on-policy step."""
     seen, original = [], rlbook.trainer.loss_and_tokens
 
-    def loss_and_tokens(model, batch, advantages, prox_logp, config, fused):
+    def loss_and_tokens(model, batch, advantages, prox_logp, objective, path):
         seen.append((prox_logp, batch.behavior_logp, batch.response_mask))
-        return original(model, batch, advantages, prox_logp, config, fused)
+        return original(model, batch, advantages, prox_logp, objective, path)
 
     monkeypatch.setattr(rlbook.trainer, "loss_and_tokens", loss_and_tokens)
     train(tiny(objective="decoupled", total_updates=4, updates_per_step=2, staleness=2, eval_every=100), tmp_path)
@@ -282,9 +282,9 @@ def test_proximal_objectives_get_the_step_start_policy(tmp_path, monkeypatch, sh
 def test_advantage_reweighting_scales_advantages(tmp_path, monkeypatch, shaped):
     seen, original = [], rlbook.trainer.loss_and_tokens
 
-    def loss_and_tokens(model, batch, advantages, prox_logp, config, fused):
+    def loss_and_tokens(model, batch, advantages, prox_logp, objective, path):
         seen.append((advantages.clone(), batch.behavior_logp.clone(), batch.response_mask.clone()))
-        return original(model, batch, advantages, prox_logp, config, fused)
+        return original(model, batch, advantages, prox_logp, objective, path)
 
     monkeypatch.setattr(rlbook.trainer, "loss_and_tokens", loss_and_tokens)
     rows = per_update(train(tiny(ar_alpha=0.3, total_updates=2, eval_every=100), tmp_path).metrics)
@@ -302,9 +302,9 @@ def test_lopti_two_stages(tmp_path, monkeypatch, shaped, eta):
     """Lopti makes one optimizer step per non-empty stage; eta > 0 trains the low-probability tokens first."""
     seen, original = [], rlbook.trainer.loss_and_tokens
 
-    def loss_and_tokens(model, batch, advantages, prox_logp, config, fused):
+    def loss_and_tokens(model, batch, advantages, prox_logp, objective, path):
         seen.append((advantages.clone(), batch.behavior_logp.clone(), batch.response_mask.clone()))
-        return original(model, batch, advantages, prox_logp, config, fused)
+        return original(model, batch, advantages, prox_logp, objective, path)
 
     monkeypatch.setattr(rlbook.trainer, "loss_and_tokens", loss_and_tokens)
     # temperature 0.1 makes the random model's sampled tokens a mix of p < 0.5 and p >= 0.5
@@ -361,13 +361,14 @@ def test_fused_update_equals_reference(objective):
     noise = torch.randn(batch.behavior_logp.shape, generator=generator)
     batch = dataclasses.replace(batch, behavior_logp=(batch.behavior_logp + 0.3 * noise) * mask)
     advantages = torch.randn(len(batch), 1, generator=generator) * mask
-    prox = None
+    prox, (loss_fn, path) = None, rlbook.trainer.resolve(config, torch.device("cpu"))
+    path = dataclasses.replace(path, name="reference")
     if needs_proximal(objective):
-        prox = rlbook.losspath.no_grad_stats(model, batch, config, "reference")[0] + 0.1 * noise * mask
+        prox = rlbook.losspath.no_grad_stats(model, batch, path)[0] + 0.1 * noise * mask
     results = []
-    for path in ("fused", "reference"):
+    for path in (dataclasses.replace(path, name="fused"), path):
         model.zero_grad(set_to_none=True)
-        loss, logp, entropy, flags = rlbook.trainer.loss_and_tokens(model, batch, advantages, prox, config, path)
+        loss, logp, entropy, flags = rlbook.trainer.loss_and_tokens(model, batch, advantages, prox, loss_fn, path)
         loss.backward()
         grads = [p.grad.clone() for p in model.parameters() if p.requires_grad]
         results.append((loss.detach(), logp.detach() * mask, entropy.detach() * mask, flags, grads))
