@@ -211,8 +211,7 @@ class RunConfig:
 
     @classmethod
     def from_dict(cls, values: dict) -> "RunConfig":
-        """A config from its fields (a config of TRAINING_VERSION <= 2 names its engine by the old speed options)."""
-        values = engines.from_knobs(values)
+        """A config from its fields."""
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:

@@ -28,7 +28,7 @@ fused needs a GPU, chunked bounds the logits' memory at a large vocabulary).
 from __future__ import annotations
 
 import textwrap
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 from .checks import choose
 from .objectives import needs_proximal
@@ -44,17 +44,11 @@ class Engine:
     sampling_graph: bool = False  # rollouts: lean_decoder, LoRA live; the update backpropagates through them
 
     @property
-    def knobs(self) -> dict:
-        """The engine as the setting of the speed options that were separate fields up to TRAINING_VERSION 2."""
-        return {name: getattr(self, name) for name in KNOBS}
-
-    @property
     def lean_sampler(self) -> bool:
         """Rollouts sample from rlbook.lean_decoder (a dense Qwen3 in plain tensor ops) instead of the model."""
         return self.merged_sampling or self.sampling_graph
 
 
-KNOBS = tuple(f.name for f in fields(Engine) if f.name not in ("name", "help"))
 FAST = dict(prefix_sharing=True, merged_sampling=True, skip_zero_advantage=True)
 ENGINES = {engine.name: engine for engine in (
     Engine("reference", "the plain paths, bit-exact to the golden results"),
@@ -121,20 +115,3 @@ def check_engine(config) -> None:
         raise ValueError(f"engine={config.engine!r} cannot compute this config: {reason}; engine='auto' picks the "
                          f"fastest engine that can ({default_engine(config)!r})")
 
-
-def from_knobs(values: dict) -> dict:
-    """A config dict of the knob era (TRAINING_VERSION <= 2: the five KNOBS as separate fields) with its knobs
-    replaced by the engine that is that combination; a dict without knobs is returned unchanged."""
-    if not set(KNOBS) & set(values):
-        return values
-    knobs = {name: bool(values.get(name, False)) for name in KNOBS}
-    rest = {k: v for k, v in values.items() if k not in KNOBS}
-    matches = [e.name for e in ENGINES.values() if e.knobs == knobs]
-    if not matches:
-        on = [name for name, value in knobs.items() if value]
-        raise ValueError(f"the speed options {on} are not one engine; choose engine= one of: "
-                         + "; ".join(f"{e.name} ({', '.join(k for k, v in e.knobs.items() if v) or 'none'})"
-                                     for e in ENGINES.values()))
-    if rest.get("engine", matches[0]) not in (matches[0], "auto"):
-        raise ValueError(f"engine={rest['engine']!r} contradicts the speed options {knobs} (engine {matches[0]!r})")
-    return {**rest, "engine": matches[0]}

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from . import checkpoint, columnar
 from .config import RunConfig
-from .engines import KNOBS, engine_of
+from .engines import engine_of
 # environment and reference_root are not used here: the notebooks import them from rlbook.runs with the RunStore
 from .progress import progress_bar
 from .storage import (UNTOUCHED, CorruptRunError, default_root, environment, leftovers, parse_json,  # noqa: F401
@@ -66,11 +66,8 @@ class Run:
         path = self.path / "config.json"
 
         def parse(data: bytes) -> RunConfig:
-            values = parse_json(data, path)
-            if "engine" not in values:  # stored before engines (TRAINING_VERSION <= 2): a speed option it lacks was off
-                values = {**dict.fromkeys(KNOBS, False), **values}
             try:
-                return RunConfig.from_dict(values)
+                return RunConfig.from_dict(parse_json(data, path))
             except CorruptRunError:
                 raise
             except ValueError as error:

@@ -1,6 +1,5 @@
 """The engine setting: each engine is one combination of speed paths, the default is the fastest one a config allows
-(chosen from the config alone), the engine is part of a run's identity, configs of the knob era load as the engine
-they were, and golden results pin what the default engines compute (the reference engine's: tests/test_versions.py).
+(chosen from the config alone), the engine is part of a run's identity, and golden results pin what the default engines compute (the reference engine's: tests/test_versions.py).
 
 When the golden comparison fails, the change alters what a default-engine run computes: bump TRAINING_VERSION in
 rlbook/versions.py, then rewrite the golden file with `TRITON_INTERPRET=1 .venv/bin/python tests/test_engines.py`.
@@ -12,7 +11,7 @@ import pytest
 import torch
 
 from rlbook.config import RunConfig
-from rlbook.engines import DEFAULT_ORDER, ENGINES, KNOBS, engine_of, from_knobs
+from rlbook.engines import DEFAULT_ORDER, ENGINES, engine_of
 from rlbook.versions import TRAINING_VERSION, WARM_START_VERSION
 from test_versions import KEYS, RUN, close
 
@@ -63,12 +62,10 @@ def test_a_checkpoint_directory_is_read_for_its_architecture(tmp_path):
             config.replace(engine="fast")
 
 
-def test_each_engine_is_one_setting_of_the_speed_options():
-    assert [e.knobs for e in ENGINES.values()] == [
-        dict.fromkeys(KNOBS, False),
-        {**dict.fromkeys(KNOBS, False), "prefix_sharing": True, "merged_sampling": True, "skip_zero_advantage": True},
-        {**dict.fromkeys(KNOBS, False), "sampling_graph": True},
-        {**dict.fromkeys(KNOBS, True), "sampling_graph": False}]
+def test_each_engine_is_one_setting_of_the_speed_paths():
+    fast = {"prefix_sharing", "merged_sampling", "skip_zero_advantage"}
+    assert {e.name: {k for k, v in vars(e).items() if v is True} for e in ENGINES.values()} == {
+        "reference": set(), "fast": fast, "graph": {"sampling_graph"}, "static": fast | {"static_sampling"}}
     with pytest.raises(ValueError, match="engine='turbo' is not valid; choose one of: auto, reference, fast"):
         RunConfig(engine="turbo")
 
@@ -87,23 +84,10 @@ def test_the_identity_holds_the_fields_that_differ_from_their_defaults():
                                       "warm_start_version": WARM_START_VERSION}
 
 
-@pytest.mark.parametrize("knobs, engine", [({}, "reference"), ({"sampling_graph": True}, "graph"),
-                                           ({"prefix_sharing": True, "merged_sampling": True,
-                                             "skip_zero_advantage": True}, "fast"),
-                                           ({"prefix_sharing": True, "merged_sampling": True, "static_sampling": True,
-                                             "skip_zero_advantage": True}, "static")])
-def test_a_config_of_the_knob_era_loads_as_its_engine(knobs, engine):
-    values = {**dict.fromkeys(KNOBS, False), **knobs, "seed": 2}
-    assert from_knobs(values) == {"seed": 2, "engine": engine}
-    assert RunConfig.from_dict({**values, "init": "scratch"}).engine == engine
-    assert from_knobs({"seed": 2}) == {"seed": 2}  # no knob: left as it is (engine 'auto')
-
-
-def test_a_knob_combination_that_is_no_engine_is_refused_with_the_engines():
-    with pytest.raises(ValueError, match=r"speed options \['prefix_sharing'\] are not one engine.*fast \("):
+def test_a_speed_option_of_the_knob_era_is_an_unknown_key():
+    """Up to TRAINING_VERSION 2 the engine was five separate fields; no stored run has them any more."""
+    with pytest.raises(ValueError, match=r"unknown config keys \['prefix_sharing'\]; valid keys: .*engine"):
         RunConfig.from_dict({"prefix_sharing": True})
-    with pytest.raises(ValueError, match="engine='fast' contradicts"):
-        RunConfig.from_dict({"sampling_graph": True, "engine": "fast"})
 
 
 def compute(root: Path) -> dict:

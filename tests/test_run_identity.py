@@ -187,16 +187,28 @@ def test_the_m2po_variants_and_arithmetic_lopti_sweeps():
 
 
 def test_stored_reference_runs_keep_the_identity_of_the_version_that_made_them():
-    """Every run shipped in data/runs loads (a config of the knob era as its engine) and its directory name ends in
-    the hash its config has under the TRAINING_VERSION its meta.json records."""
+    """Every run shipped in data/runs is of training version 3 or later, loads, and its directory name ends in the
+    hash its config.json has under the TRAINING_VERSION its meta.json records; the same hash recomputed from the raw
+    JSON by the identity rule (the fields that differ from their defaults, the engine, the versions)."""
+    import hashlib
+    import json
+    from dataclasses import asdict
+
+    from rlbook.engines import engine_of
     from rlbook.runs import reference_root
+    from rlbook.versions import WARM_START_VERSION
 
     runs = RunStore(reference_root()).runs()
-    assert len(runs) > 100 and {run.training_version for run in runs} <= set(range(2, TRAINING_VERSION + 1))
+    assert len(runs) > 100 and {run.training_version for run in runs} <= set(range(3, TRAINING_VERSION + 1))
+    default = asdict(RunConfig())
     for run in runs:
         assert run.path.name.endswith(f"-{run.config.hash(run.training_version)}"), run.path
-    knob_era = {run.config.engine for run in runs if run.training_version == 2}  # their engine named by the knobs
-    assert "auto" not in knob_era  # every one of them loads as the engine its speed options name
+        values = json.loads((run.path / "config.json").read_text())
+        identity = {k: v for k, v in values.items() if k not in ("name", "experiment") and v != default[k]}
+        identity.update(engine=engine_of(run.config).name, training_version=run.training_version,
+                        **({"warm_start_version": WARM_START_VERSION} if values["init"] == "warm" else {}))
+        digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:10]
+        assert run.path.name.endswith(f"-{digest}"), run.path
 
 
 @pytest.mark.parametrize("profile", ["smoke", "cpu"])
