@@ -20,18 +20,23 @@ from .versions import TRAINING_VERSION
 
 
 def run_or_load(config: RunConfig, store: RunStore | None = None, progress: bool = True,
-                references: bool = True, keep_superseded: bool = False) -> Run:
+                references: bool = True, keep_superseded: bool = False, backend: str | None = None,
+                train=None) -> Run:
     """Replay a finished run at once, resume an interrupted one, or train a new one (with a progress bar).
 
     With `references`, a finished reference run shipped in data/runs with the same config is replayed too. A run
     with the same config made by another version of the code is never replayed as current: a warning names it and
-    the run is trained anew, unless `keep_superseded` asks to replay it (the warning still says so).
+    the run is trained anew, unless `keep_superseded` asks to replay it (the warning still says so). `backend` names
+    what trains the run, `train(config, run, progress)` (None: rlbook's trainer; "trl": rlbook.trl_backend): a stored
+    run of this config made by another backend is refused, never replayed as this one's.
     """
     store = store or RunStore()
     run = store.find(config)
     if run is not None and run.config.hash() != config.hash():
         raise CorruptRunError(f"{run.path / 'config.json'} does not hold the config its directory name says; "
                               f"{UNTOUCHED}")
+    if run is not None:
+        check_backend(run, backend)
     if run is None and references:
         reference = RunStore(reference_root()).find(config)
         if reference is not None and reference.complete and reference.current:
@@ -62,8 +67,20 @@ def run_or_load(config: RunConfig, store: RunStore | None = None, progress: bool
     with open(run.path / "config.json") as lock:  # flock on the run's own config: no extra file
         fcntl.flock(lock, fcntl.LOCK_EX)  # a second process waits for the one training this run, then replays it
         if not run.complete:
-            trainer.train(config, run, progress=progress)
+            (train or trainer.train)(config, run, progress=progress)
     return run
+
+
+def check_backend(run: Run, backend: str | None) -> None:
+    """A ValueError when a stored run was made by another backend than `backend` (None: rlbook's trainer), naming
+    the experiment to store it under instead (an empty run, made before its trainer started, is anyone's)."""
+    made_by = run.meta.get("backend")
+    if made_by == backend or (made_by is None and not run.metrics):
+        return
+    what = f"a {made_by}" if made_by else "an rlbook"
+    experiment = run.path.parent.name
+    raise ValueError(f"{run.path} holds {what} run of this config; store {backend or 'rlbook'} runs under their own "
+                     f"experiment (e.g. --experiment {experiment}_{backend or 'rlbook'})")
 
 
 def check_runnable(config: RunConfig) -> Estimate | None:

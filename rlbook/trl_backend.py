@@ -198,27 +198,13 @@ def train_with_trl(config: RunConfig, store: RunStore | None = None, progress: b
     if trl.__version__ != TRL_VERSION:
         raise ValueError(f"the TRL backend was written for trl=={TRL_VERSION}; this environment has "
                          f"{trl.__version__} (pip install trl=={TRL_VERSION})")
-    from .obtain import check_runnable
-    from .trainer import warm_start_of
+    from .obtain import run_or_load
 
-    store = store or RunStore()
-    run = store.find(config)
-    if run is not None and run.meta.get("backend") not in (None, BACKEND):
-        raise ValueError(f"{run.path} holds a {run.meta['backend']} run; store TRL runs under their own experiment")
-    if run is not None and run.meta.get("backend") is None and run.metrics:
-        raise ValueError(f"{run.path} holds an rlbook run of this config; store TRL runs under their own experiment "
-                         f"(e.g. --experiment {config.experiment}_trl)")
-    if run is not None and run.complete:
-        return run
-    check_runnable(config)
-    warm_start_of(config, store, progress)
-    run = run or store.create(config)
-    run.truncate(-1)
-    _train(config, run, store, progress)
-    return run
+    return run_or_load(config, store, progress, references=False, backend=BACKEND, train=_train)
 
 
-def _train(config: RunConfig, run: Run, store: RunStore, progress: bool) -> None:
+def _train(config: RunConfig, run: Run, progress: bool) -> None:
+    """Train run from its start with TRL's GRPOTrainer (rows of an interrupted try are dropped)."""
     import torch
     import trl
     from datasets import Dataset
@@ -230,9 +216,10 @@ def _train(config: RunConfig, run: Run, store: RunStore, progress: bool) -> None
     from .tasks import make_task
     from .trainer import init_policy
 
+    run.truncate(-1)
     set_cpu_threads()
     torch.manual_seed(stream_seed("init", config.seed))  # as rlbook's trainer: the same adapter init
-    model, tokenizer = init_policy(config, store, progress)
+    model, tokenizer = init_policy(config, RunStore(run.path.parent.parent), progress)
     task = make_task(config.task, **config.task_params)
     max_new = config.max_new_tokens or completion_budget(task, tokenizer)
     eval_set = evaluation_problems(config.task, config.task_params, config.eval_size)

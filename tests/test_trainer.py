@@ -479,3 +479,12 @@ def test_resumed_run_has_one_base_model_row(tmp_path, monkeypatch, shaped, check
     assert resumed.path == run.path and resumed.complete
     updates = [r["update"] for r in resumed.metrics]
     assert updates.count(0) == 1 and updates == list(range(config.total_updates + 1))
+
+
+def test_a_run_of_another_backend_is_never_replayed_as_rlbooks(tmp_path):
+    """rlbook.obtain.run_or_load serves both backends (rlbook.trl_backend calls it with its own trainer): a stored
+    TRL run of this config is refused, naming the experiment to store rlbook's run under."""
+    config = tiny()
+    RunStore(tmp_path).create(config).update_meta(backend="trl", complete=True)
+    with pytest.raises(ValueError, match="holds a trl run of this config.*--experiment t_rlbook"):
+        train(config, tmp_path)
