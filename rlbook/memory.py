@@ -242,7 +242,7 @@ def estimate(config, shape: Shape) -> Estimate:
                "sampling logits": at_once * shape.vocab * 4 * SAMPLING_LOGIT_COPIES}
     if engine.lean_sampler:  # the lean decoder's stacked (merged) projections: one more copy of them
         rollout["lean copy of the weights"] = shape.linear_parameters * b
-    if config.rollout_dtype != "float32":  # the inference engine's bfloat16 copy (router_replay.engine_copy)
+    if config.rollout_dtype != "float32":  # the inference engine's bfloat16 copy (router_replay.rollout_copy)
         rollout["rollout copy of the weights"] = shape.parameters * 2
     if engine.sampling_graph:  # every decoding step's activations and log-softmax, kept for the update's backward
         rollout["sampling graph"] = at_once * (tokens * shape.layers * shape.activation_bytes_per_token

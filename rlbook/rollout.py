@@ -15,7 +15,7 @@ from .decoding import MIN_ROWS, decode_loop, distinct, positions, prefill
 from .engines import Engine
 from .lean_decoder import LeanDecoder
 from .models import is_moe
-from .router_replay import RoutingRecorder, engine_copy, join_routing
+from .router_replay import RoutingRecorder, join_routing, rollout_copy
 from .seeds import stream_seed
 from .static_sampling import static_sample
 from .tasks.base import Problem
@@ -188,7 +188,7 @@ class BatchSampler:
     """The rollout batches of a run: at step s, prompts_per_step problems of the seed's prompt stream, group_size
     completions each, rollout_batch_size sequences at a time (0: all at once; the KV cache bound), drawn from the
     run's rollout stream through the engine's sampler (the model, or a lean copy refreshed with its current weights)
-    at rollout_dtype (rlbook.router_replay.engine_copy), with the experts of every token recorded on a mixture of
+    at rollout_dtype (rlbook.router_replay.rollout_copy), with the experts of every token recorded on a mixture of
     experts (rlbook.router_replay: router_noise on the router logits, router_replay replays them in training)."""
 
     def __init__(self, model, tokenizer, task, engine: Engine, *, seed: int, prompts_per_step: int, group_size: int,
@@ -210,7 +210,7 @@ class BatchSampler:
         problems = self.task.generate(self.prompts_per_step, seed=stream_seed("rl_prompts", self.seed, step))
         per_call = self.rollout_batch_size // self.group_size or len(problems)  # prompts sampled at once
         policy = self.lean.refresh(self.model) if self.lean is not None else self.model  # the current weights
-        policy = engine_copy(policy, self.rollout_dtype)  # as the inference engine holds them
+        policy = rollout_copy(policy, self.rollout_dtype)  # as the inference engine holds them
         noise = (torch.Generator(device=self.device).manual_seed(stream_seed("router_noise", self.seed, step))
                  if self.router_noise else None)
         batch = join_rollouts([rollout(policy, self.tokenizer, self.task, problems[i:i + per_call], self.group_size,

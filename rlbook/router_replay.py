@@ -25,21 +25,21 @@ from .decoding import check_generator
 from .models import PRESETS, is_moe, routers
 
 NOT_ROUTED = 255  # uint8 sentinel: this position's routing was not recorded (the trainer routes it itself)
-ENGINE_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+ROLLOUT_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
-def engine_copy(model, dtype: str):
+def rollout_copy(model, dtype: str):
     """The policy as an inference engine holds it: the model itself (float32) or a copy in bfloat16 (weights,
     activations and KV cache), the rollout precision of RunConfig.rollout_dtype."""
-    if dtype not in ENGINE_DTYPES:
-        raise ValueError(f"rollout dtype {dtype!r} is not valid; choose one of: {', '.join(ENGINE_DTYPES)}")
-    return model if dtype == "float32" else copy.deepcopy(model).to(ENGINE_DTYPES[dtype]).eval()
+    if dtype not in ROLLOUT_DTYPES:
+        raise ValueError(f"rollout dtype {dtype!r} is not valid; choose one of: {', '.join(ROLLOUT_DTYPES)}")
+    return model if dtype == "float32" else copy.deepcopy(model).to(ROLLOUT_DTYPES[dtype]).eval()
 
 
 def check_router_settings(config) -> None:
     """Rollout precision, router noise and router replay of a RunConfig (chapter 6): the last two need a mixture of
     experts (a checkpoint directory's architecture is checked when it is loaded)."""
-    choose("rollout_dtype", config.rollout_dtype, list(ENGINE_DTYPES))
+    choose("rollout_dtype", config.rollout_dtype, list(ROLLOUT_DTYPES))
     if config.router_noise < 0:
         raise ValueError(f"router_noise={config.router_noise} must be >= 0 (a standard deviation; 0: none)")
     if (config.router_noise or config.router_replay) and not (PRESETS[config.preset].moe or config.from_checkpoint):

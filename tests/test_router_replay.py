@@ -8,8 +8,8 @@ from rlbook.config import RunConfig
 from rlbook.losspath import loss_and_tokens, sequence_inputs, token_stats
 from rlbook.models import build_model
 from rlbook.rollout import rollout
-from rlbook.router_replay import (NOT_ROUTED, RoutingRecorder, engine_copy, extreme_fraction, join_routing,
-                                  own_experts, predicting_positions, replay_gate, replaying, routers, top_k_gate)
+from rlbook.router_replay import (NOT_ROUTED, RoutingRecorder, extreme_fraction, join_routing, own_experts,
+                                  predicting_positions, replay_gate, replaying, rollout_copy, routers, top_k_gate)
 from rlbook.tasks import make_task
 from rlbook.trainer import resolve
 
@@ -26,7 +26,7 @@ def moe(seed=0):
 
 
 def sampled(model, tokenizer, noise=0.0, dtype="float32", prompts=3, group=4, seed=0):
-    policy = engine_copy(model, dtype)
+    policy = rollout_copy(model, dtype)
     recorder = RoutingRecorder(policy, noise, torch.Generator().manual_seed(seed + 7))
     return rollout(policy, tokenizer, TASK, TASK.generate(prompts, seed=seed), group, 8, 1.0,
                    torch.Generator().manual_seed(seed), policy_version=0, router=recorder)
@@ -135,14 +135,14 @@ def test_join_routing_pads_prompts_left_and_responses_right():
     assert joined[:, 0, :, 0].tolist() == [[NOT_ROUTED, 0, 1, 2, 3, 4], [9, 9, 9, 9, NOT_ROUTED, NOT_ROUTED]]
 
 
-def test_engine_copy_is_a_bfloat16_copy():
+def test_rollout_copy_is_a_bfloat16_copy():
     model, _ = moe()
-    assert engine_copy(model, "float32") is model
-    copy = engine_copy(model, "bfloat16")
+    assert rollout_copy(model, "float32") is model
+    copy = rollout_copy(model, "bfloat16")
     assert copy is not model and next(copy.parameters()).dtype == torch.bfloat16
     assert next(model.parameters()).dtype == torch.float32
     with pytest.raises(ValueError, match="bfloat16"):
-        engine_copy(model, "fp16")
+        rollout_copy(model, "fp16")
 
 
 def test_recorder_refuses_a_dense_model():

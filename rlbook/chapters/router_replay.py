@@ -1,7 +1,7 @@
 """Chapter 6's analysis: the routing mismatch measured on a model, and the runs with and without R3.
 
 R3, "Stabilizing MoE Reinforcement Learning by Aligning Training and Inference Routers" (arXiv 2510.11370).
-`mismatch` samples one rollout batch the way the trainer does (an engine copy, router-logit noise, the experts
+`mismatch` samples one rollout batch the way the trainer does (a rollout copy, router-logit noise, the experts
 recorded) and measures, against the float32 training forward, the routing mismatch, the train-vs-rollout k3 KL
 and F(2), without and with replay. The figures read stored runs. The paper's own numbers are in
 `rlbook.chapters.papers`.
@@ -14,8 +14,8 @@ import torch
 
 from ..losspath import sequence_inputs, token_stats
 from ..rollout import rollout
-from ..router_replay import (NOT_ROUTED, RoutingRecorder, engine_copy, extreme_fraction, own_experts,
-                             predicting_positions, routing_mismatch)
+from ..router_replay import (NOT_ROUTED, RoutingRecorder, extreme_fraction, own_experts, predicting_positions,
+                             rollout_copy, routing_mismatch)
 from .. import stats
 from .run_groups import aggregate, finish, group_runs, variant
 from . import tables
@@ -43,7 +43,7 @@ def mismatch(model, tokenizer, task, problems, group_size: int, max_new_tokens: 
              dtype: str = "bfloat16", seed: int = 0) -> tuple[dict, object]:
     """({routing_mismatch, routing_mismatch_layers, kl_k3, f2, kl_k3_r3, f2_r3}, the rollout batch): one rollout
     batch sampled as the trainer samples it, against the float32 training forward without and with replay."""
-    policy, device = engine_copy(model, dtype), next(model.parameters()).device
+    policy, device = rollout_copy(model, dtype), next(model.parameters()).device
     recorder = RoutingRecorder(policy, noise, torch.Generator(device=device).manual_seed(seed + 1))
     batch = rollout(policy, tokenizer, task, problems, group_size, max_new_tokens, 1.0,
                     torch.Generator(device=device).manual_seed(seed), policy_version=0, router=recorder)
