@@ -13,6 +13,7 @@ on a GPU opens on a CPU and resumes on a GPU.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from .storage import UNTOUCHED, CorruptRunError, write_atomic_with
@@ -20,6 +21,7 @@ from .storage import UNTOUCHED, CorruptRunError, write_atomic_with
 STATE, OLD_STATE = "state.safetensors", "state.pt"
 FORMAT = "rlbook-checkpoint-1"
 KEYS = {"update", "model", "optimizer", "queue", "generator"}  # what a training checkpoint holds
+TERMINAL_CODES = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # torch styles parts of its messages (bold) for a terminal
 
 
 def outline(value, tensors: dict):
@@ -85,7 +87,8 @@ def load(directory: Path, device=None) -> dict | None:
     except CorruptRunError:
         raise
     except Exception as error:  # safetensors, json and torch raise many kinds for a damaged file
-        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        first_line = str(error).splitlines()[0] if str(error) else ""
+        reason = TERMINAL_CODES.sub("", first_line).strip() or type(error).__name__
         raise CorruptRunError(f"{path}: not a readable checkpoint ({reason}); it was not unpickled; "
                               f"{UNTOUCHED}") from None
 

@@ -1,10 +1,11 @@
 """Issue 38's probes of the run store, as a hostile user or a crash would make them; each failed on f6e21c1.
 
-A pickle payload in a shared run's state.pt never runs; a complete run whose last row is torn, or whose rows end
-elsewhere than meta.json's `updates`, is refused; a run whose meta.json names another training version is not this
-code's; temporary files of killed writes are removed when the run resumes; files and folders take the umask's modes;
-one corrupt run does not stop `rlbook runs` from listing the others. Also: a kill and resume gives the journal's exact
-rows, and a checkpoint's CPU random stream is never put into a generator of another device.
+A pickle payload in a shared run's state.pt never runs (the refusal is one plain line); a complete run whose last row
+is torn, or whose rows end elsewhere than meta.json's `updates`, is refused; a run whose meta.json names another
+training version is not this code's; temporary files of killed writes are removed when the run resumes; files and
+folders take the umask's modes; one corrupt run does not stop `rlbook runs` from listing the others. Also: a kill and
+resume gives the journal's exact rows, and a checkpoint's CPU random stream is never put into a generator of another
+device.
 """
 import builtins
 import json
@@ -62,11 +63,13 @@ def test_a_pickle_payload_in_a_shared_checkpoint_never_runs(tmp_path):
     run.update_meta(complete=False, updates=0)
     torch.save({"update": 0, "model": Payload(marker), "optimizer": {}, "queue": [], "generator": None},
                run.path / "state.pt")
-    with pytest.raises(CorruptRunError, match="state.pt"):
+    with pytest.raises(CorruptRunError, match="state.pt") as resumed:
         train(config, tmp_path / "runs")  # resume reads the checkpoint
-    with pytest.raises(CorruptRunError, match="state.pt"):
+    with pytest.raises(CorruptRunError, match="state.pt") as read:
         load_trained_policy(run)  # chapter 4 reads a finished run's weights
     assert not marker.exists()
+    for error in (resumed.value, read.value):  # one plain line: torch's terminal styling (bold) taken out
+        assert "\x1b" not in str(error) and "\n" not in str(error), repr(str(error))
 
 
 def test_a_complete_run_with_a_torn_last_row_is_refused(tmp_path):
