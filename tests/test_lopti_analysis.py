@@ -198,3 +198,52 @@ def test_the_second_step_test_reads_lopti_at_half_the_rate_against_both(tmp_path
     assert la.second_step_texts(grpo, lopti, half, [])["conclusion"] == la.CONFOUNDED  # no control, no claim
     without = la.second_step_texts(grpo, lopti, [], [])
     assert without["moved"] == without["control"] == "–" and without["conclusion"] == mechanism.NO_TEST
+
+
+def test_the_per_token_analysis_reads_as_two_tables_of_short_cells():
+    """Chapter 4's companion shows the analysis as markdown tables (no long printed lines running off a 1,024 px
+    column): the shares of (a) add up across the two columns, (b) has a row per step."""
+    from rlbook.chapters import lopti_figures
+
+    step = {"same_as_low_only_high": 0.96, "wrong_high": 0.51, "wrong_low": 0.42}
+    result = {"tokens": 5341, "reward": 0.27, "eta": 0.5,
+              "gradient": {"token_share_low": 0.026, "mean_norm_low": 0.8, "mean_norm_high": 0.021,
+                           "logit_grad_share_low": 0.49, "param_grad_share_low": 0.87, "param_grad_norm_low": 0.0247,
+                           "param_grad_norm_high": 0.0036, "param_grad_cosine": 0.17},
+              "update": {"low-p only": step, "all tokens": step, "high-p only": step, "all + AR (0.3)": step}}
+    text = lopti_figures.analysis_tables(result, "the smoke profile's warm start (nano-tiny)")
+    assert text.startswith("the smoke profile's warm start (nano-tiny): 5341 response tokens, mean reward 0.27")
+    assert "| share of the gradient at the weights | 87% | 13% |" in text
+    assert "| all + AR (0.3) | 96% | 51% | 42% |" in text
+    assert max(len(cell) for line in text.splitlines() if line.startswith("|") for cell in line.split("|")) < 45
+
+
+def test_one_verdict_table_names_each_task_in_its_claims(tmp_path):
+    """Both tasks' verdicts in one table: each claim names its task once; the table's line names both settings."""
+    from rlbook.chapters import lopti_figures
+    from rlbook.experiments import ARITHMETIC_AR_ALPHA, LOPTI_VARIANTS
+    from rlbook.runset import RunSet
+
+    def runs(task):
+        out = []
+        for variant, (alpha, eta) in LOPTI_VARIANTS.items():
+            for seed in range(3):
+                run = Run(tmp_path / task / f"{variant}-{seed}")
+                run.path.mkdir(parents=True)
+                alpha = ARITHMETIC_AR_ALPHA if task == "arithmetic" and alpha else alpha
+                config = RunConfig(**{**TINY, "task": task, "task_params": {}}, seed=seed, ar_alpha=alpha,
+                                   lopti_eta=eta, total_updates=30)
+                write_json(run.path / "config.json", config.to_dict())
+                for update in (0, 10, 20, 30):
+                    run.append({"update": update, "eval_greedy_acc": 0.3 + 0.001 * update + 0.01 * seed})
+                out.append(run)
+        return RunSet(out)
+
+    by_task = {"knights_knaves": runs("knights_knaves"), "arithmetic": runs("arithmetic")}
+    claims = [s.claim for s in lopti_figures.verdict_rows(by_task)]
+    assert claims[0] == "GRPO learns Knights and Knaves" and "GRPO learns arithmetic" in claims
+    assert "Knights and Knaves: ar beats GRPO" in claims and "arithmetic: lopti matches GRPO" in claims
+    assert sum(c.count("Knights and Knaves") for c in claims) == 5 and sum(c.startswith("arithmetic") for c in claims) == 3
+    table = lopti_figures.verdict_table(by_task)
+    assert table.startswith("**Knights and Knaves, 30 updates, 2-3 people (the paper: 3-7); arithmetic, 30 updates**")
+    assert "(seeds 0-2; all runs made by" in table.splitlines()[0]  # one provenance line over both tasks' runs

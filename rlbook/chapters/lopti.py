@@ -224,7 +224,7 @@ def per_token_analysis(config: RunConfig, seed: int = 0, prompts: int = 16, eta:
     model, batch, advantages = analysis_batch(config, seed, prompts)
     return {"gradient": gradient_share(model, batch, advantages, config.temperature, eta),
             "update": one_update_effects(model, batch, advantages, config, eta),
-            "tokens": int(batch.response_mask.sum()), "reward": batch.rewards.mean().item()}
+            "tokens": int(batch.response_mask.sum()), "reward": batch.rewards.mean().item(), "eta": eta}
 
 
 # The test of chapter 4's explanation of Lopti's cost on arithmetic: AdamW moves the weights by about the learning

@@ -1,11 +1,15 @@
-"""Chapter 4 figures and the closing "paper vs. us" table (Lopti / Advantage Reweighting, arXiv 2505.12929)."""
+"""Chapter 4 figures and tables: the per-token analysis, the learning curves, and the one verdict table of both tasks
+(Lopti / Advantage Reweighting, arXiv 2505.12929)."""
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 
 import matplotlib.pyplot as plt
 
 from ..experiments import LOPTI_VARIANTS
+from ..runset import RunSet
+from . import tables, verdicts
 from .lopti import variant_of
 from .style import axis_label, legend_below, title
 
@@ -77,16 +81,57 @@ def analysis_figure(result: dict):
     a.bar(names, [1 - v for v in low], bottom=low, color="tab:blue", label="high-probability tokens (p_old ≥ 0.5)")
     a.set(ylabel="share (fraction of the total)", ylim=(0, 1),
           title="(a) Low-probability tokens: few tokens, much gradient")
-    a.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=1, frameon=False)
+    a.legend(loc="upper center", bbox_to_anchor=(0.5, -0.3), ncols=1, frameon=False)
     x = range(len(steps))
     b.bar([i - 0.2 for i in x], [v["same_as_low_only_high"] for v in steps.values()], 0.4,
           label="moves as under the low-p-only step")
     b.bar([i + 0.2 for i in x], [v["wrong_high"] for v in steps.values()], 0.4, label="moves against its advantage")
     b.set(xticks=list(x), xticklabels=[f"step from\n{k}" for k in steps], ylabel="share of high-p tokens", ylim=(0, 1),
           title="(b) How one gradient step moves the high-p tokens")
-    b.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=1, frameon=False)
+    b.legend(loc="upper center", bbox_to_anchor=(0.5, -0.3), ncols=1, frameon=False)
     fig.tight_layout()
     return fig
+
+
+def analysis_tables(result: dict, model: str) -> str:
+    """The per-token analysis (`lopti.per_token_analysis`) as two markdown tables under a line naming the model and
+    the batch: (a) what low- and high-probability tokens carry of the gradient, (b) how one step moves them."""
+    g, pct = result["gradient"], lambda v: f"{v:.0%}"
+    low, high = f"low-p (p_old < {result['eta']})", "high-p"
+    shares = tables.table(("(a) on one rollout batch", low, high), [
+        ("share of the response tokens", f"{g['token_share_low']:.1%}", f"{1 - g['token_share_low']:.1%}"),
+        ("mean gradient norm at the logits", f"{g['mean_norm_low']:.3f}", f"{g['mean_norm_high']:.3f}"),
+        ("share of the gradient at the logits", pct(g["logit_grad_share_low"]), pct(1 - g["logit_grad_share_low"])),
+        ("share of the gradient at the weights", pct(g["param_grad_share_low"]), pct(1 - g["param_grad_share_low"])),
+        ("gradient norm at the weights", f"{g['param_grad_norm_low']:.4f}", f"{g['param_grad_norm_high']:.4f}")])
+    steps = tables.table(("(b) one step from", "high-p tokens moving as under low-p only", "high-p against their advantage",
+                   "low-p against theirs"),
+                  [(name, pct(row["same_as_low_only_high"]), pct(row["wrong_high"]), pct(row["wrong_low"]))
+                   for name, row in result["update"].items()])
+    return (f"{model}: {result['tokens']} response tokens, mean reward {result['reward']:.2f}; the low-p and "
+            f"high-p gradients at the weights have cosine {g['param_grad_cosine']:.2f}.\n\n{shares}\n\n{steps}")
+
+
+def verdict_rows(by_task: dict) -> list:
+    """The chapter's one verdict table: `verdicts.lopti_signatures` of each task's runs ({task: runs}), in that
+    order, each claim naming its task ("arithmetic: ar beats GRPO"; "GRPO learns arithmetic" names it already)."""
+    rows = []
+    for task, runs in by_task.items():
+        name = verdicts.LOPTI_TASK_NAMES[task]
+        rows += [s if name in s.claim else dataclasses.replace(s, claim=f"{name}: {s.claim}")
+                 for s in verdicts.lopti_signatures(runs, task)]
+    return rows
+
+
+def verdict_table(by_task: dict) -> str:
+    """The chapter's one verdict table (`verdict_rows`) under one line naming each task's setting, the seeds of all
+    the runs, the code that made them and how many settings have no stored run."""
+    every = RunSet([run for runs in by_task.values() for run in runs])
+    every.missing = [config for runs in by_task.values() for config in getattr(runs, "missing", [])]
+    settings = "; ".join(f"{verdicts.LOPTI_TASK_NAMES[task]}, {runs.configs[0].total_updates} updates"
+                         + (", 2-3 people (the paper: 3-7)" if task == "knights_knaves" else "")
+                         for task, runs in by_task.items())
+    return tables.verdict_table(verdict_rows(by_task), every, settings)
 
 
 def explorer_figure(runs, alpha: float, eta: float, metric: str = "eval_greedy_acc"):
