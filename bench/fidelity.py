@@ -133,13 +133,38 @@ def golden_text(chapters: dict) -> str:
     return json.dumps(chapters, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
 
 
+SHOWN_CLAIMS = 3  # claims a README cell names before it counts the rest: a row read on a projector
+LISTED_SETTINGS = 30  # characters: settings of one claim listed up to this long, counted beyond it
+
+
+def claims_cell(rows, verdict: str) -> str:
+    """The claims with `verdict`, short: a claim made per setting ("<setting>: <claim>", e.g. the drift ladder's
+    rungs, chapter 7's objectives) once, with its settings listed or counted; at most SHOWN_CLAIMS, then how many
+    more (the chapter's table has them all)."""
+    settings = {}  # claim -> the settings it holds in, in table order
+    for s in rows:
+        if s.verdict == verdict:
+            setting, _, claim = s.claim.rpartition(": ")
+            settings.setdefault(claim, []).append(setting)
+    shown = []
+    for claim, where in settings.items():
+        named = ", ".join(w for w in where if w)
+        if len(where) == 1:
+            shown.append(f"{named}: {claim}" if named else claim)
+        else:
+            shown.append(f"{claim} ({named if len(named) <= LISTED_SETTINGS else f'{len(where)} settings'})")
+    more = len(shown) - SHOWN_CLAIMS
+    text = "; ".join(shown[:SHOWN_CLAIMS]) + (f"; and {more} more" if more > 0 else "")
+    return text.replace("|", "\\|") or "-"
+
+
 def chapter_row(title: str, rows, made: str) -> str:
-    """One README row: a chapter's verdicts counted, the claims reproduced and not reproduced, and its runs."""
+    """One README row: a chapter's verdicts counted, the claims reproduced and not reproduced (claims_cell), and its
+    runs."""
     count = lambda verdict: sum(s.verdict == verdict for s in rows)
-    claims = lambda verdict: "; ".join(s.claim.replace("|", "\\|") for s in rows if s.verdict == verdict) or "-"
     counts = (f"{count('reproduced')} reproduced, {count('not reproduced')} not, {count('within noise')} within noise"
               if rows else "no runs")
-    return f"| {title} | {counts} | {claims('reproduced')} | {claims('not reproduced')} | {made} |"
+    return f"| {title} | {counts} | {claims_cell(rows, 'reproduced')} | {claims_cell(rows, 'not reproduced')} | {made} |"
 
 
 def rewrite_block(readme: Path, text: str, start: str = "<!-- fidelity:start -->", end: str = "<!-- fidelity:end -->"):

@@ -201,6 +201,24 @@ def test_fidelity_rewrites_only_the_readme_block(tmp_path):
     assert readme.read_text() == "no markers"  # left as it was
 
 
+def test_fidelity_rows_name_a_claim_once_and_count_the_rest():
+    """The README's claim cells stay short enough for a projector: a claim made per setting is named once with its
+    settings (listed when short, counted when long), and past fidelity.SHOWN_CLAIMS claims the rest are counted."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    from fidelity import SHOWN_CLAIMS, claims_cell
+
+    row = lambda claim, verdict=stats.REPRODUCED: verdicts.Signature(claim, "paper", "ours", verdict)
+    rungs = [row(f"lr {lr}, s = {s}: staleness costs GRPO") for lr, s in (("1e-3", 24), ("5e-4", 48), ("2.5e-4", 96))]
+    assert claims_cell(rungs, stats.REPRODUCED) == "staleness costs GRPO (3 settings)"
+    objectives = [row("dpo: online beats offline"), row("grpo: online beats offline"), row("grpo: a |r-1| claim")]
+    assert claims_cell(objectives, stats.REPRODUCED) == "online beats offline (dpo, grpo); grpo: a \\|r-1\\| claim"
+    many = [row(f"claim {i}") for i in range(SHOWN_CLAIMS + 2)] + [row("missed", stats.NOT_REPRODUCED)]
+    assert claims_cell(many, stats.REPRODUCED).endswith("; and 2 more")
+    assert claims_cell(many, stats.WITHIN_NOISE) == "-"
+
+
 @pytest.mark.parametrize("semi, offline, expected", [
     ([0.50, 0.51, 0.49], [0.30, 0.31, 0.29], (stats.REPRODUCED, stats.REPRODUCED)),
     ([0.40, 0.41, 0.39], [0.60, 0.61, 0.59], (stats.NOT_REPRODUCED, stats.NOT_REPRODUCED)),
