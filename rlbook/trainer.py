@@ -130,11 +130,11 @@ def batch_row(batch: Rollout, group_size: int) -> dict:
             "response_len": batch.response_mask.sum(1).mean().item()}
 
 
-def mini_batches(rows: int, config: RunConfig) -> list[tuple[int, torch.Tensor]]:
+def mini_batches(rows: int, group_size: int, updates_per_step: int, epochs: int) -> list[tuple[int, torch.Tensor]]:
     """(epoch, rows) of every update a rollout batch of `rows` sequences feeds: updates_per_step mini-batches of whole
     groups per epoch, each sample used once per epoch."""
-    groups = torch.arange(rows).view(-1, config.group_size)
-    return [(epoch, part.flatten()) for epoch in range(config.epochs) for part in groups.chunk(config.updates_per_step)]
+    groups = torch.arange(rows).view(-1, group_size)
+    return [(epoch, part.flatten()) for epoch in range(epochs) for part in groups.chunk(updates_per_step)]
 
 
 def save_state(run: Run, model, optimizer, update: int, batches, generator, snapshot=None) -> None:
@@ -214,32 +214,44 @@ def train(config: RunConfig, run: Run, progress: bool = True) -> None:
     # loop-begin
     for step in range(update // per_batch, queue.total_steps):
         tic = time.time()
-        # sample G completions per prompt, rewarded by the task; the stale queue hands out the batch of s updates ago
+        # G completions per prompt, rewarded by the task; the stale queue hands
+        # out the batch sampled s updates ago
         batch = queue.next_batch(step, update, sample)
-        sample_s = time.time() - tic  # generation (and, semi-online, swapping the generator's weights in and out)
-        advantages = group_advantages(batch.rewards, config.group_size, config.normalize_adv_std)
+        sample_s = time.time() - tic  # generation (semi-online: and weight swaps)
+        advantages = group_advantages(batch.rewards, config.group_size,
+                                      config.normalize_adv_std)
         prox = no_grad_stats(model, batch, path)[0] if objective.proximal else None
-        for epoch, rows in mini_batches(len(batch), config):
+        for epoch, rows in mini_batches(len(batch), config.group_size,
+                                        config.updates_per_step, config.epochs):
             if update == config.total_updates:
                 break
             tic, mini = time.time(), batch.select(rows)
-            row = {"update": update + 1, "step": step + 1, "epoch": epoch, "policy_lag": update - batch.policy_version,
-                   "lr": optimizer.param_groups[0]["lr"], **batch_row(mini, config.group_size),
-                   # the objective on the mini-batch, then the optimizer step
-                   **train_update(model, optimizer, mini, advantages[rows], None if prox is None else prox[rows],
-                                  objective, path, config.max_grad_norm, update + 1)}
-            update += 1
-            row.update(tokens_per_s=mini.response_mask.sum().item() / (time.time() - tic),
-                       update_s=time.time() - tic, sample_s=sample_s)
+            row = {"update": update + 1, "step": step + 1, "epoch": epoch,
+                   "policy_lag": update - batch.policy_version,
+                   "lr": optimizer.param_groups[0]["lr"],
+                   **batch_row(mini, config.group_size)}
+            # the objective on the mini-batch, then the optimizer step
+            row.update(train_update(model, optimizer, mini, advantages[rows],
+                                    None if prox is None else prox[rows],
+                                    objective, path, config.max_grad_norm,
+                                    update + 1))
+            update, seconds = update + 1, time.time() - tic
+            row.update(tokens_per_s=mini.response_mask.sum().item() / seconds,
+                       update_s=seconds, sample_s=sample_s)
             sample_s = 0.0  # a step's generation is charged to its first update
             if update % config.eval_every == 0 or update == config.total_updates:
                 row.update(evaluation(update))
-            run.append({**row, "wall_time_s": time.time() - start_time})  # log: one metrics row per update
+            # log: one metrics row per update
+            run.append({**row, "wall_time_s": time.time() - start_time})
             bar.update(1)
-            bar.set_postfix(reward=f"{row['reward']:.2f}", acc=f"{row.get('eval_greedy_acc', float('nan')):.2f}")
-        if (update // config.checkpoint_every) > ((update - per_batch) // config.checkpoint_every):
-            save_state(run, model, optimizer, update, queue.batches, sampler.generator, sample.snapshot)
-            run.update_meta(updates=update, wall_time_s=round(time.time() - start_time, 1))
+            bar.set_postfix(reward=f"{row['reward']:.2f}",
+                            acc=f"{row.get('eval_greedy_acc', float('nan')):.2f}")
+        every = config.checkpoint_every  # checkpoint: the step crossed a multiple
+        if update // every > (update - per_batch) // every:
+            save_state(run, model, optimizer, update, queue.batches,
+                       sampler.generator, sample.snapshot)
+            seconds = round(time.time() - start_time, 1)
+            run.update_meta(updates=update, wall_time_s=seconds)
     # loop-end
     bar.close()
     save_state(run, model, optimizer, update, queue.batches, sampler.generator, sample.snapshot)
