@@ -234,7 +234,7 @@ def test_every_verdict_the_prose_quotes_is_decided_by_the_stored_runs(site):
 
 # Chapters whose page still tells more than one story (issue 41, item 1): their restructuring waits for the science
 # issue that is changing their verdicts. Remove a chapter from here once its page is one story.
-SEVERAL_STORIES = {"02_staleness", "03_clip_vs_mask", "04_lopti", "07_semi_online"}
+SEVERAL_STORIES = {"02_staleness", "03_clip_vs_mask"}
 MAX_SCREENS = 15.5  # a chapter page, at 1,024 x 768
 
 
