@@ -207,13 +207,14 @@ def test_fidelity_rows_name_a_claim_once_and_count_the_rest():
     import sys
     from pathlib import Path
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-    from fidelity import SHOWN_CLAIMS, claims_cell
+    from fidelity import SHOWN_CLAIMS, chapter_row, claims_cell
 
     row = lambda claim, verdict=stats.REPRODUCED: verdicts.Signature(claim, "paper", "ours", verdict)
     rungs = [row(f"lr {lr}, s = {s}: staleness costs GRPO") for lr, s in (("1e-3", 24), ("5e-4", 48), ("2.5e-4", 96))]
     assert claims_cell(rungs, stats.REPRODUCED) == "staleness costs GRPO (3 settings)"
     objectives = [row("dpo: online beats offline"), row("grpo: online beats offline"), row("grpo: a |r-1| claim")]
     assert claims_cell(objectives, stats.REPRODUCED) == "online beats offline (dpo, grpo); grpo: a \\|r-1\\| claim"
+    assert chapter_row("07", objectives, "3 made") == f"| 07 | 3 / 0 / 0 | {claims_cell(objectives, stats.REPRODUCED)} | - | 3 made |"
     many = [row(f"claim {i}") for i in range(SHOWN_CLAIMS + 2)] + [row("missed", stats.NOT_REPRODUCED)]
     assert claims_cell(many, stats.REPRODUCED).endswith("; and 2 more")
     assert claims_cell(many, stats.WITHIN_NOISE) == "-"
