@@ -1,7 +1,7 @@
-"""Read every chapter experiment's exports with each engine's own code, and print how many each engine accepts.
+"""Read every chapter experiment's exports with each framework's own code, and print how many each framework accepts.
 
     make setup       # verl and AReaL without their dependencies in .venv/engines (requirements-engines.txt)
-    python bench/check_exports.py [--engines trl verl areal] [--experiments 01_grpo 02_staleness ...]
+    python bench/check_exports.py [--frameworks trl verl areal] [--experiments 01_grpo 02_staleness ...]
 
 TRL: each YAML is parsed by TrlParser with the dataclasses of `trl grpo` (trl/scripts/grpo.py make_parser), unknown
 keys refused, and every key must land with its value in the dataclass its comment cites. verl: each bash script runs
@@ -11,7 +11,7 @@ rollout, model (HFModelConfig, on a nano model saved here), algorithm and actor 
 loss is looked up in verl's registry. AReaL: each YAML is read by areal.api.cli_args.load_expr_config into its
 GRPOConfig with the names and paths the header leaves to the reader filled in, every key must land with its value.
 For verl and AReaL the leaf of each key must occur in the file its comment cites. A refused export (one line: why)
-counts as refused, not as failed. Writes bench/results/check_exports/check_exports-<engines>-<commit>-<time>.json;
+counts as refused, not as failed. Writes bench/results/check_exports/check_exports-<frameworks>-<commit>-<time>.json;
 exit status 1 when any export fails.
 """
 from __future__ import annotations
@@ -65,8 +65,8 @@ def import_areal(module: str):
             sys.modules.pop(name, None)
 
 
-def leaves_in_cited_files(path: Path, engine: str) -> int:
-    """Every key's leaf occurs in the engine file its comment cites (the engine's installed release)."""
+def leaves_in_cited_files(path: Path, framework: str) -> int:
+    """Every key's leaf occurs in the framework file its comment cites (the framework's installed release)."""
     import re
 
     count = 0
@@ -223,7 +223,7 @@ def check_areal(path: Path, work: Path) -> str:
 CHECKS = {"trl": check_trl, "verl": check_verl, "areal": check_areal}
 
 
-def check_files(engine: str, files: list[Path], work: Path) -> list[dict]:
+def check_files(framework: str, files: list[Path], work: Path) -> list[dict]:
     """One row per file: ok, and what was checked or what failed."""
     import warnings
 
@@ -231,7 +231,7 @@ def check_files(engine: str, files: list[Path], work: Path) -> list[dict]:
     rows = []
     for path in files:
         try:
-            rows.append({"file": path.name, "ok": True, "detail": CHECKS[engine](path, work)})
+            rows.append({"file": path.name, "ok": True, "detail": CHECKS[framework](path, work)})
         except Exception as error:  # reported per file: the check goes on with the next
             rows.append({"file": path.name, "ok": False, "detail": f"{type(error).__name__}: {error}"[:2000]})
     return rows
@@ -246,23 +246,24 @@ def chapter_experiments() -> list[str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--engines", nargs="+", default=list(CHECKS), choices=list(CHECKS))
+    parser.add_argument("--frameworks", "--engines", dest="frameworks", nargs="+", default=list(CHECKS),
+                        choices=list(CHECKS), help="the training frameworks to check (--engines: its older name)")
     parser.add_argument("--experiments", nargs="+", default=None, help="default: every chapter experiment")
     args = parser.parse_args()
-    from rlbook.export import ENGINES, NOT_EXPORTABLE, export
+    from rlbook.export import FRAMEWORKS, NOT_EXPORTABLE, export
 
     experiments = args.experiments or chapter_experiments()
     results = {}
     with tempfile.TemporaryDirectory() as work:
         work = Path(work)
-        for engine in args.engines:
+        for framework in args.frameworks:
             outcomes = [o for e in experiments if e not in NOT_EXPORTABLE
-                        for o in export(e, engine, work / engine, "cpu")]
+                        for o in export(e, framework, work / framework, "cpu")]
             refused = [{"file": o.path.name, "reason": o.reason} for o in outcomes if o.status == "refused"]
-            rows = check_files(engine, [o.path for o in outcomes if o.status != "refused"], work)
-            results[engine] = {"files": rows, "refused": refused, "passed": sum(r["ok"] for r in rows),
+            rows = check_files(framework, [o.path for o in outcomes if o.status != "refused"], work)
+            results[framework] = {"files": rows, "refused": refused, "passed": sum(r["ok"] for r in rows),
                                "failed": sum(not r["ok"] for r in rows)}
-            print(f"{engine}: {results[engine]['passed']} of {len(rows)} exports accepted by its own code, "
+            print(f"{framework}: {results[framework]['passed']} of {len(rows)} exports accepted by its own code, "
                   f"{len(refused)} refused")
             for row in rows:
                 if not row["ok"]:
@@ -272,8 +273,9 @@ def main() -> int:
     skipped = {e: NOT_EXPORTABLE[e] for e in experiments if e in NOT_EXPORTABLE}
     from record import save_result
 
-    save_result("check_exports", "-".join(args.engines), {"experiments": experiments, "not_exportable": skipped,
-                                                          "engines": ENGINES, "results": results})
+    save_result("check_exports", "-".join(args.frameworks), {"experiments": experiments,
+                                                             "not_exportable": skipped, "frameworks": FRAMEWORKS,
+                                                             "results": results})
     return 0 if all(r["failed"] == 0 for r in results.values()) else 1
 
 

@@ -113,14 +113,14 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _add_export_flags(commands, listing: argparse.ArgumentParser) -> None:
-    """`export` (a run or a chapter's experiment as another engine's configuration) and `runs --export`."""
-    from .export import ENGINES
+    """`export` (a run or a chapter's experiment as another framework's configuration) and `runs --export`."""
+    from .export import FRAMEWORKS
 
     exporting = commands.add_parser("export", help="write a run's or an experiment's configuration for TRL, verl or "
                                     "AReaL (rlbook.export)", allow_abbrev=False)
     exporting.add_argument("target", help="a run directory, a sweep (grpo, staleness, ...) or an experiment "
                            "(01_grpo, 02_staleness, ...)")
-    exporting.add_argument("--to", required=True, choices=ENGINES, help="the engine: %(choices)s")
+    exporting.add_argument("--to", required=True, choices=FRAMEWORKS, help="the training framework: %(choices)s")
     exporting.add_argument("--profile", default="cpu", help="profile of a sweep or experiment (default: cpu, the "
                            "reference runs)")
     exporting.add_argument("--out", default="exports", help="folder to write into (default: ./exports)")

@@ -9,7 +9,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 from check_exports import check_files  # noqa: E402
 
-from rlbook.export import ENGINES, SUFFIX, Refused, export_text  # noqa: E402
+from rlbook.export import FRAMEWORKS, SUFFIX, Refused, export_text  # noqa: E402
 
 
 def kind(config) -> tuple:
@@ -30,7 +30,7 @@ def sample():
     return list(firsts.values())
 
 
-@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("engine", FRAMEWORKS)
 def test_each_kind_of_export_is_accepted_by_the_engine_or_refused(engine, sample, tmp_path):
     files, refused = [], []
     for i, config in enumerate(sample):

@@ -10,7 +10,7 @@ import yaml
 
 from rlbook import cli
 from rlbook.experiments import SWEEPS, grpo_from_scratch, router_run, semi_online_run, stale_run, sweep
-from rlbook.export import (AREAL_VERSION, ENGINES, NOT_EXPORTABLE, VERL_VERSION, Refused, configs_of, export,
+from rlbook.export import (AREAL_VERSION, FRAMEWORKS, NOT_EXPORTABLE, VERL_VERSION, Refused, configs_of, export,
                            export_text)
 from rlbook.runs import RunStore
 from rlbook.trl_backend import TRL_VERSION
@@ -39,7 +39,7 @@ def header(text: str) -> str:
     return "\n".join(line for line in text.splitlines() if line.startswith("# "))
 
 
-@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("engine", FRAMEWORKS)
 def test_every_experiment_exports_or_is_refused_in_one_line(engine, tmp_path):
     experiments = sorted({c.experiment for name in SWEEPS for c in sweep(name, "cpu")} - set(NOT_EXPORTABLE))
     for experiment in experiments:
@@ -63,7 +63,7 @@ def test_every_experiment_exports_or_is_refused_in_one_line(engine, tmp_path):
                 assert subprocess.run(["bash", "-n", str(outcome.path)]).returncode == 0
 
 
-@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("engine", FRAMEWORKS)
 def test_online_dpo_is_refused_with_the_reason(engine, tmp_path):
     config = semi_online_run("cpu", "dpo", 10)
     with pytest.raises(Refused, match=r"^objective='dpo' \(online DPO on the best and worst of 8 samples"):
@@ -141,7 +141,7 @@ def test_router_replay_maps_to_verl_r3_and_is_missing_elsewhere():
 
 
 def test_lengths_are_stated_in_their_unit():
-    for engine in ENGINES:
+    for engine in FRAMEWORKS:
         assert "character tokens" in header(export_text(grpo_from_scratch("cpu", 0), engine)), engine
 
 

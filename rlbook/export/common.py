@@ -1,7 +1,7 @@
-"""What every export shares: the Export being written, its header, the settings every engine reads alike, the writers.
+"""What every export shares: the Export being written, its header, the settings all frameworks read alike, writers.
 
-A header says, in this order: what the file is and which command checked it with the engine's own code; the
-precision and the length unit; what the reader must set (the model, the data, the machine); what the engine lacks;
+A header says, in this order: what the file is and which command checked it with the framework's own code; the
+precision and the length unit; what the reader must set (the model, the data, the machine); what the framework lacks;
 what it computes differently, with the two values on rlbook's toy batch (rlbook.export.toy_batch) where they differ.
 """
 from __future__ import annotations
@@ -15,37 +15,37 @@ MODEL_PLACEHOLDER = "<your model: a Hugging Face id or path>"
 
 
 class Refused(ValueError):
-    """A run the engine cannot train as rlbook does, with the reason in one line."""
+    """A run the framework cannot train as rlbook does, with the reason in one line."""
 
 
 @dataclass
 class Export:
-    """An engine configuration being written: keys with values and sources, and the header's lines."""
+    """A framework configuration being written: keys with values and sources, and the header's lines."""
 
-    engine: str
+    framework: str
     version: str
-    checked_by: str  # what bench/check_exports.py runs on the file (the engine's own code)
+    checked_by: str  # what bench/check_exports.py runs on the file (the framework's own code)
     precision: str = ""  # the training and sampling precision the file asks for, against rlbook's
     values: dict = field(default_factory=dict)  # dotted key -> value
-    sources: dict = field(default_factory=dict)  # dotted key -> the engine file the key lives in
+    sources: dict = field(default_factory=dict)  # dotted key -> the framework file the key lives in
     yours: list = field(default_factory=list)  # what the reader must set: model, data, machine
-    lacks: list = field(default_factory=list)  # rlbook settings the engine has no flag for
+    lacks: list = field(default_factory=list)  # rlbook settings the framework has no flag for
     differs: list = field(default_factory=list)  # settings it has, computed differently
 
     def set(self, key: str, value, source: str) -> None:
         self.values[key], self.sources[key] = value, source
 
 
-def integer_alpha(config: RunConfig, engine: str) -> int:
-    """The LoRA alpha as the integer every engine's config takes (a non-integer alpha is refused)."""
+def integer_alpha(config: RunConfig, framework: str) -> int:
+    """The LoRA alpha as the integer every framework's config takes (a non-integer alpha is refused)."""
     if not float(config.lora_alpha).is_integer():
-        raise Refused(f"lora_alpha={config.lora_alpha}: {engine} takes an integer LoRA alpha")
+        raise Refused(f"lora_alpha={config.lora_alpha}: {framework} takes an integer LoRA alpha")
     return int(config.lora_alpha)
 
 
-def refuse_dpo(config: RunConfig, engine: str, offers: str) -> None:
+def refuse_dpo(config: RunConfig, framework: str, offers: str) -> None:
     """Chapter 7's online DPO pairs the best and the worst of each group of G samples of a frozen generator refreshed
-    every sync_every updates; an engine without that trainer refuses the run."""
+    every sync_every updates; a framework without that trainer refuses the run."""
     if config.objective == "dpo":
         raise Refused(f"objective='dpo' (online DPO on the best and worst of {config.group_size} samples per prompt, "
                       f"sync_every={config.sync_every}): {offers}")
@@ -87,36 +87,36 @@ def model_name(config: RunConfig) -> str:
     return get_preset(config.preset).hub_id or MODEL_PLACEHOLDER
 
 
-def common_lacks(config: RunConfig, engine: str) -> list[str]:
+def common_lacks(config: RunConfig, framework: str) -> list[str]:
     """Settings verl and AReaL lack alike: Lopti, router noise, a frozen generator (TRL's are its refusals)."""
     lines = []
     if config.lopti_eta:
-        lines.append(f"lopti_eta={config.lopti_eta}: {engine} has no two-stage Lopti update (arXiv 2505.12929)")
+        lines.append(f"lopti_eta={config.lopti_eta}: {framework} has no two-stage Lopti update (arXiv 2505.12929)")
     if config.router_noise:
-        lines.append(f"router_noise={config.router_noise}: {engine} has no noise on the router logits (a dose of "
+        lines.append(f"router_noise={config.router_noise}: {framework} has no noise on the router logits (a dose of "
                      "mismatch for a small experiment; at scale the mismatch is the inference engine's own)")
     if config.sync_every != 1:
-        lines.append(f"sync_every={config.sync_every}: {engine} has no frozen generator refreshed every k updates")
+        lines.append(f"sync_every={config.sync_every}: {framework} has no frozen generator refreshed every k updates")
     return lines
 
 
-def on_toy_batch(quantity: str, engine: str, theirs: float, ours: float) -> str:
-    """A header's clause comparing the engine's value with rlbook's on the toy batch (rlbook.export.toy_batch)."""
-    return (f"on rlbook's toy batch (rlbook.export.toy_batch) {engine}'s {quantity} is {theirs:.5f}, rlbook's "
+def on_toy_batch(quantity: str, framework: str, theirs: float, ours: float) -> str:
+    """A header's clause comparing the framework's value with rlbook's on the toy batch (rlbook.export.toy_batch)."""
+    return (f"on rlbook's toy batch (rlbook.export.toy_batch) {framework}'s {quantity} is {theirs:.5f}, rlbook's "
             f"{ours:.5f}")
 
 
 def header(config: RunConfig, out: Export, seeds: list[int]) -> list[str]:
-    lines = [f"{out.engine} {out.version} configuration of rlbook run {config.experiment}/{config.name} "
+    lines = [f"{out.framework} {out.version} configuration of rlbook run {config.experiment}/{config.name} "
              f"(seeds {', '.join(map(str, seeds))}), written by `python -m rlbook export`.",
-             f"Checked with {out.engine}'s own code by `python bench/check_exports.py`: {out.checked_by}.",
-             f"Each key's comment names the {out.engine} {out.version} file it lives in.",
+             f"Checked with {out.framework}'s own code by `python bench/check_exports.py`: {out.checked_by}.",
+             f"Each key's comment names the {out.framework} {out.version} file it lives in.",
              f"precision: rlbook trains in float32 and samples in {config.rollout_dtype}; {out.precision}",
              f"yours to set:" + ("" if out.yours else " nothing")]
     lines += [f"  - {line}" for line in out.yours]
-    lines += [f"rlbook settings {out.engine} lacks:" + ("" if out.lacks else " none")]
+    lines += [f"rlbook settings {out.framework} lacks:" + ("" if out.lacks else " none")]
     lines += [f"  - {line}" for line in out.lacks]
-    lines += [f"computed differently in {out.engine}:" + ("" if out.differs else " nothing")]
+    lines += [f"computed differently in {out.framework}:" + ("" if out.differs else " nothing")]
     lines += [f"  - {line}" for line in out.differs]
     return lines
 

@@ -1,7 +1,7 @@
-"""The toy batch each engine's own advantage and loss code is checked on, and rlbook's results on it.
+"""The toy batch each framework's own advantage and loss code is checked on, and rlbook's results on it.
 
-tests/test_engine_*.py run it through each engine; the exports' headers quote rlbook's results beside an engine's where
-the two compute different quantities by design.
+tests/test_engine_*.py run it through each framework; the exports' headers quote rlbook's results beside a
+framework's where the two compute different quantities by design.
 One group of four completions of one prompt: rewards [1, 0, 0, 0], lengths [2, 6, 6, 6] response tokens. Each token's
 log-probability under three policies: the behaviour policy that sampled it (`blogp`, `STALENESS` updates ago), the
 policy at the start of the step (`prox_logp`, the proximal policy of decoupled PPO) and the current one (`logp`).
@@ -64,7 +64,8 @@ def rlbook_loss(objective: str, **params) -> tuple[float, dict]:
     return float(loss), flags
 
 
-# The engines' results on the toy batch where they compute a different quantity by design, as their own code gives
-# them (tests/test_engine_trl.py and tests/test_engine_areal.py recompute each with the engine); the headers quote them.
+# The frameworks' results on the toy batch where they compute a different quantity by design, as their own code gives
+# them (tests/test_engine_trl.py and tests/test_engine_areal.py recompute each with the framework); the headers
+# quote them.
 TRL_RESULTS = {"advantage": 1.499700}
 AREAL_RESULTS = {"m2po": 0.26127, "gspo": 0.30833}
