@@ -65,7 +65,7 @@ def test_share_and_trend_when_m2po_recovers_more_at_smaller_drift(tmp_path):
     assert rise.claim.startswith("lr 1e-3, s = 24: b. Without a trust region") and "prosperity" in rise.claim
     assert (rise.verdict, fall.verdict) == (stats.NOT_REPRODUCED, stats.NOT_REPRODUCED)
     table = drift_ladder.rung_table(ladder)
-    assert table.count("\n") == 4 and "0.80 ±" in table
+    assert table.count("\n") == 4 and "0.80 ±" in table and "e-0" not in table  # 1.0e-2, not 1.0e-02
     clip_vs_mask = drift_ladder.token_signatures(ladder)  # the fixture: GRPO clips 2%, M2PO masks 1%, jitter-free
     assert [s.verdict for s in clip_vs_mask[:2]] == [stats.NOT_REPRODUCED, stats.REPRODUCED]  # 2x < 5x; 1% < 2%
     tokens = drift_ladder.token_table(ladder)
@@ -95,7 +95,7 @@ def test_a_rung_whose_stale_runs_are_not_stored_yet_keeps_its_staleness(tmp_path
     assert partial.staleness == 96 and partial.grpo == [] and not partial.complete and len(partial.on_policy) == 3
     one_seed = drift_ladder.Rung(1e-4, 96, partial.on_policy, partial.on_policy[:1], [], [])
     row = drift_ladder.rung_table([one_seed]).splitlines()[-1].split(" | ")
-    assert row[5] == "0.600 (1 seed)" and row[6] == "–"  # GRPO at s: one seed, no standard error; M2PO: none
+    assert row[4] == "0.600 (1 seed)" and row[5] == "–"  # GRPO at s: one seed, no standard error; M2PO: none
 
 
 def test_a_flat_share_is_no_trend_and_an_incomplete_rung_says_so(tmp_path):
@@ -113,10 +113,13 @@ def test_figures_and_variant_table_draw_from_the_runs(tmp_path):
     runs = (rung(tmp_path, 1e-3, 24, 1e-2, 0.60, 0.50, 0.52) + rung(tmp_path, 5e-4, 48, 1e-3, 0.60, 0.50, 0.55)
             + rung(tmp_path, 2.5e-4, 96, 1e-4, 0.60, 0.50, 0.58))
     ladder = drift_ladder.rungs(runs)
-    fig = drift_ladder.share_figure(ladder)
-    assert len(fig.axes[0].lines) >= 3 and fig.axes[0].get_xscale() == "log"
-    fig = drift_ladder.fractions_figure(ladder)
-    assert fig.axes[0].get_yscale() == "log"
+    for fig in (drift_ladder.share_figure(ladder), drift_ladder.fractions_figure(ladder)):
+        ax = fig.axes[0]
+        assert ax.get_xscale() == "log" and not ax.texts  # no label floats beside a point (they collided)
+        ticks = [t.get_text() for t in ax.get_xticklabels()]  # each rung under its measured drift
+        assert ticks[0].splitlines()[1:] == ["lr 1e-3", "s = 24"] and len(ticks) == 3
+    assert len(drift_ladder.share_figure(ladder).axes[0].lines) >= 3
+    assert drift_ladder.fractions_figure(ladder).axes[0].get_yscale() == "log"
     removed = {"m2po": (0.01, 1.5), "m2po_cap": (0.02, 1.2), "m2po_areal": (0.05, 0.9)}
     same = [make_run(tmp_path, f"g-shadow-{i}", 0.5, removed=removed, objective="grpo", staleness=4, seed=i)
             for i in range(3)]

@@ -193,6 +193,20 @@ def test_token_figures(sweep):
     assert sorted(fig.axes[0].get_legend_handles_labels()[1]) == ["grpo s=0", "m2po"]  # the sweep, the reference
 
 
+
+def test_the_tau_explorer_draws_each_reference_setting_in_its_own_colour(sweep):
+    """GRPO on-policy and stale beside M2PO's tau sweep: one colour and one dash per setting, in the figure and in the
+    explorer (both GRPO lines once shared the objective's blue)."""
+    runs, taus = sweep
+    references = run_groups.select(runs, "grpo")  # s = 0 and s = 4
+    traces = clip_vs_mask.tau_explorer(taus, references=references).view(tau="0.04", metric="eval_greedy_acc")["data"]
+    grpo = [t for t in traces if t["name"].startswith("grpo")]
+    assert [t["name"] for t in grpo] == ["grpo s = 0", "grpo s = 4"]
+    assert len({t["line"]["color"] for t in grpo}) == 2 and len({t["line"]["dash"] for t in grpo}) == 2
+    lines = clip_vs_mask.tau_sweep_figure(taus, references=references).axes[0].get_lines()
+    drawn = [line for line in lines if line.get_label().startswith("grpo")]
+    assert len({matplotlib.colors.to_hex(line.get_color()) for line in drawn}) == 2
+
 def explorers(sweep):
     runs, taus = sweep
     return [staleness.staleness_explorer(runs), clip_vs_mask.token_explorer(runs),

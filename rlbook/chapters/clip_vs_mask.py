@@ -14,6 +14,15 @@ from .run_groups import COLORS, band, errorbars, finish, group_runs, mean_of, ru
 from .style import axis_label, title
 
 CLIP_DEVIATION = 0.2  # GRPO's eps: a token is clipped beyond |r - 1| = 0.2 (in the rewarded direction)
+PLOTLY_DASH = {"--": "dash", ":": "dot", "-.": "dashdot"}  # the same line styles in plotly's names
+REFERENCE_STYLES = (("tab:blue", "--"), ("tab:purple", ":"), ("tab:orange", "-."), ("tab:brown", "--"))
+
+
+def reference_styles(references) -> dict[tuple, tuple[list, str, str]]:
+    """The reference settings drawn beside M2PO's tau sweep (GRPO on-policy and stale), each with its own colour and
+    line style: {setting: (its seeds, colour, matplotlib line style)}."""
+    groups = group_runs(references, key=setting)
+    return {key: (seeds, *REFERENCE_STYLES[i % len(REFERENCE_STYLES)]) for i, (key, seeds) in enumerate(groups.items())}
 
 
 def removal_key(objective: str) -> str:
@@ -147,11 +156,11 @@ def tau_sweep_figure(runs, metric: str = "eval_greedy_acc", references=()):
         ax.set_xticks(list(groups), [f"{t:g}" for t in groups])  # one label per tau, no overlapping decades
         ax.minorticks_off()
         ax.tick_params(axis="x", rotation=45)
-    for seeds, ls in zip(group_runs(references).values(), ("--", ":", "-.") * 3):
-        axes[0].axhline(np.mean([stats.score(r, metric) for r in seeds]), ls=ls, lw=2,
-                        color=COLORS.get(seeds[0].config.objective), label=run_label(seeds[0], seed=False))
-    axes[0].set(title=f"Final {title(metric).lower()} (bars: 1 standard error over seeds)",
-                ylabel=axis_label(metric) + ", mean of the last 3 evaluations")
+    for seeds, color, ls in reference_styles(references).values():
+        axes[0].axhline(np.mean([stats.score(r, metric) for r in seeds]), ls=ls, lw=2, color=color,
+                        label=run_label(seeds[0], seed=False))
+    axes[0].set(title=f"Final {title(metric).lower()}, mean of the last 3 evaluations (bars: 1 s.e. over seeds)",
+                ylabel=axis_label(metric))
     axes[1].set(title="Tokens masked (mean over updates)", ylabel="% of response tokens")
     return finish(fig, axes)
 
@@ -206,9 +215,9 @@ def tau_explorer(runs, references=(), metric_options=("eval_greedy_acc", "eval_s
         seeds = groups[float(tau)]
         x, mean, _, _ = aggregate(seeds, metric, window)
         traces = [line(x, mean, f"M2PO tau = {tau} ({len(seeds)} seeds)", COLORS["m2po"], markers=window == 1)]
-        for (objective, s, _), group in group_runs(references, key=setting).items():
+        for (objective, s, _), (group, color, ls) in reference_styles(references).items():
             x, mean, _, _ = aggregate(group, metric, window)
-            traces.append(line(x, mean, f"{objective} s = {s}", COLORS.get(objective), dash="dot"))
+            traces.append(line(x, mean, f"{objective} s = {s}", color, dash=PLOTLY_DASH[ls]))
         return {"data": traces, "layout": {"title": {"text": f"{title(metric)}: M2PO with tau = {tau}"},
                                            "xaxis": {"title": {"text": "model updates"}},
                                            "yaxis": {"title": {"text": axis_label(metric)}}}}
@@ -217,5 +226,6 @@ def tau_explorer(runs, references=(), metric_options=("eval_greedy_acc", "eval_s
                 Control("metric", "metric", list(metric_options),
                 labels={m: title(m) for m in metric_options})]
     return Explorer("M2PO's threshold tau (stored runs)",
-                    "Slide over tau: M2PO's curve (green) against GRPO (dotted). Look for the range of tau where the "
-                    "curve stays with on-policy GRPO, and at how many tokens the mask removes.", controls, view)
+                    "Slide over tau: M2PO's curve (green) against GRPO on-policy and stale (each in its own colour). "
+                    "Look for the range of tau where the curve stays with on-policy GRPO, and at how many tokens the "
+                    "mask removes.", controls, view)

@@ -168,6 +168,12 @@ def signatures(ladder: list[Rung]) -> list[Signature]:
 
 # chapter 3's bar: GRPO clips at least 5 times what M2PO masks (the paper: 33x, papers.M2PO_REMOVED_TOKENS)
 CLIP_OVER_MASK = 5
+_REMOVED = M2PO_REMOVED_TOKENS.values
+# the paper's numbers for chapter 3's two token claims, each row its own (Qwen3-Base-1.7B, Fig. 5)
+PAPER_CLIP_OVER_MASK = (f"GRPO at s=256 clips {100 * _REMOVED['grpo_s256']:.2f}%, M2PO masks "
+                        f"{100 * _REMOVED['m2po_s256']:.2f}% ({_REMOVED['grpo_s256'] / _REMOVED['m2po_s256']:.0f}x)")
+PAPER_MASK_VS_ON_POLICY = (f"M2PO at s=256 masks {100 * _REMOVED['m2po_s256']:.2f}%, on-policy GRPO clips "
+                           f"{100 * _REMOVED['grpo_s0']:.2f}%")
 
 
 def mask_and_on_policy_clip(g: Rung) -> tuple[stats.Estimate, stats.Estimate]:
@@ -189,11 +195,11 @@ def token_signatures(ladder: list[Rung]) -> list[Signature]:
         clip = per_seed(g.grpo, clip_share)
         mask, clip0 = mask_and_on_policy_clip(g)
         scaled = stats.Estimate(CLIP_OVER_MASK * mask.mean, CLIP_OVER_MASK * mask.se, mask.n)
-        out += [Signature(f"{where}: GRPO clips at least {CLIP_OVER_MASK}x what M2PO masks", paper,
+        out += [Signature(f"{where}: GRPO clips at least {CLIP_OVER_MASK}x what M2PO masks", PAPER_CLIP_OVER_MASK,
                           f"{100 * clip.mean:.2f}% vs {100 * mask.mean:.2f}% "
                           f"({clip.mean / mask.mean if mask.mean else math.inf:.1f}x)",
                           stats.verdict(clip - scaled, +1)),
-                Signature(f"{where}: M2PO masks no more than on-policy GRPO clips", paper,
+                Signature(f"{where}: M2PO masks no more than on-policy GRPO clips", PAPER_MASK_VS_ON_POLICY,
                           f"{100 * mask.mean:.2f}% vs {100 * clip0.mean:.2f}%", stats.verdict(clip0 - mask, +1))]
     return out
 
@@ -223,16 +229,16 @@ def mask_account(ladder: list[Rung]) -> str:
     return f"it holds on {sum(held)} of the {len(done)} rungs, not only on the slow ones: {numbers}"
 
 
-def _drift_axis(ax, xs) -> None:
-    """A log axis of drift per update with one tick per rung, labelled by its measured drift (log minor labels
-    would overlap)."""
+def _drift_axis(ax, xs, done: list[Rung]) -> None:
+    """A log axis of drift per update with one tick per rung, labelled by its measured drift and, under it, the rung's
+    learning rate and staleness (log minor labels, or labels beside the points, would overlap)."""
     from matplotlib.ticker import NullFormatter, NullLocator
 
     ax.set_xscale("log")
-    ax.set_xticks(xs, [f"{x:.1e}" for x in xs])
+    ax.set_xticks(xs, [f"{_sci(x)}\nlr {rate(g.lr)}\ns = {g.staleness}" for x, g in zip(xs, done)])
     ax.xaxis.set_minor_locator(NullLocator())
     ax.xaxis.set_minor_formatter(NullFormatter())
-    ax.set_xlabel("drift per update: M2 of consecutive policies (log scale)")
+    ax.set_xlabel("drift per update (M2 of consecutive policies, log scale)")
 
 
 def _errorbar(ax, xs, estimates, **style):
@@ -246,13 +252,9 @@ def share_figure(ladder: list[Rung]):
     xs = [statistics.fmean(drift(r) for r in g.on_policy) for g in done]
     shares = [share_estimate(g) for g in done]
     _errorbar(ax, xs, shares, marker="o", ls="none", color="tab:green", label="M2PO, one point per rung")
-    for i, (x, g, share) in enumerate(zip(xs, done, shares)):  # labels above and below in turn: neighbours' apart
-        ax.annotate(f"lr {rate(g.lr)}\ns = {g.staleness}", (x, share.mean), textcoords="offset points",
-                    xytext=(10, 8 if i % 2 == 0 else -8), va="bottom" if i % 2 == 0 else "top", fontsize=12,
-                    color="dimgray")
     ax.axhline(1.0, color="black", ls="--", lw=1.5, label="recovers all of it")
     ax.axhline(0.0, color="tab:blue", ls=":", lw=1.5, label="recovers nothing (GRPO at the same staleness)")
-    _drift_axis(ax, xs)
+    _drift_axis(ax, xs, done)
     ax.set(ylabel="share of staleness's cost recovered",
            title="Share of staleness's cost that M2PO recovers, by drift per update")
     return legend_below(fig, [ax], ncols=2)
@@ -274,7 +276,7 @@ def fractions_figure(ladder: list[Rung]):
         _errorbar(ax, xs, percent, marker=marker, ls="none", color=color, label=label)
     for (label, value), color in zip(PAPER_FRACTIONS.items(), ("tab:blue", "tab:cyan", "tab:green")):
         ax.axhline(100 * value, color=color, ls="--", lw=1.2, label=f"paper: {label}")
-    _drift_axis(ax, xs)
+    _drift_axis(ax, xs, done)
     ax.set_yscale("log")
     plain_log_ticks(ax, minor=False)
     ax.set(ylabel="share of response tokens (%, log scale)",
@@ -290,23 +292,33 @@ def _estimate(runs, quantity, scale=1.0, digits=3, suffix="") -> str:
     return f"{scale * e.mean:.{digits}f}{spread}{suffix}" + (" (1 seed)" if e.n == 1 else "")
 
 
+def _sci(x: float, digits: int = 1) -> str:
+    """x in scientific notation without padded exponents (4.3e-3, not 4.3e-03): a table cell that fits its column."""
+    mantissa, exponent = f"{x:.{digits}e}".split("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
+def _rate_cell(lr: float) -> str:
+    """A learning rate in a table cell, with non-breaking hyphens: a narrow column never wraps 1.25e-4 after its e-."""
+    return rate(lr).replace("-", "\u2011")
+
+
 def _drift(runs) -> str:
     if not runs:
         return "–"
     e = per_seed(runs, drift)
-    return f"{e.mean:.1e} ± {e.se:.0e}" if e.n > 1 else f"{e.mean:.1e} (1 seed)"
+    return f"{_sci(e.mean)} ± {_sci(e.se, 0)}" if e.n > 1 else f"{_sci(e.mean)} (1 seed)"
 
 
 def rung_table(ladder: list[Rung]) -> str:
     """Chapter 2's table, one row per rung: the measured drift, each cell's score (mean ± s.e. over seeds) and the
-    share of staleness's cost that M2PO recovers."""
-    rows = ["| lr | s | seeds | drift per update | GRPO s=0 | GRPO at s | M2PO at s | no trust region at s | "
-            "share recovered |", "|---" * 9 + "|"]
+    share of staleness's cost that M2PO recovers (the seeds are on the provenance line above it)."""
+    rows = ["| lr | s | drift per update | GRPO s=0 | GRPO at s | M2PO at s | no trust region at s | share recovered |",
+            "|---" * 8 + "|"]
     for g in ladder:
         share = share_estimate(g) if g.complete else None
-        rows.append(f"| {rate(g.lr)} | {g.staleness} | {min(map(len, (g.on_policy, g.grpo, g.m2po)))} | "
-                    f"{_drift(g.on_policy)} | {_estimate(g.on_policy, stats.score)} | "
-                    f"{_estimate(g.grpo, stats.score)} | "
+        rows.append(f"| {_rate_cell(g.lr)} | {g.staleness} | {_drift(g.on_policy)} | "
+                    f"{_estimate(g.on_policy, stats.score)} | {_estimate(g.grpo, stats.score)} | "
                     f"{_estimate(g.m2po, stats.score)} | {_estimate(g.no_clip, stats.score)} | "
                     f"{'–' if share is None else f'{share.mean:.2f} ± {share.se:.2f}'} |")
     return "\n".join(rows)
@@ -318,7 +330,7 @@ def token_table(ladder: list[Rung]) -> str:
     rows = ["| lr | s | drift per update | M2 of stale batches | GRPO clips at s | M2PO masks at s | GRPO clips, s=0 |",
             "|---" * 7 + "|"]
     for g in ladder:
-        rows.append(f"| {rate(g.lr)} | {g.staleness} | {_drift(g.on_policy)} | {_estimate(g.grpo, stale_m2)} | "
+        rows.append(f"| {_rate_cell(g.lr)} | {g.staleness} | {_drift(g.on_policy)} | {_estimate(g.grpo, stale_m2)} | "
                     f"{_estimate(g.grpo, clip_share, 100, 2, '%')} | "
                     f"{_estimate(g.m2po, lambda r: token_share(r, 'mask_frac'), 100, 2, '%')} | "
                     f"{_estimate(g.on_policy, clip_share, 100, 2, '%')} |")

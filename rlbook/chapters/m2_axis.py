@@ -23,11 +23,11 @@ import numpy as np
 
 from .. import stats
 from ..experiments import DEFAULT_TAU
-from .drift_ladder import CLIP_OVER_MASK, rate, stale_m2
+from .drift_ladder import CLIP_OVER_MASK, PAPER_CLIP_OVER_MASK, PAPER_MASK_VS_ON_POLICY, rate, stale_m2
 from .papers import M2PO_REMOVED_TOKENS, M2PO_STALENESS_COST
 from .run_groups import select
 from .style import legend_below, plain_log_ticks
-from .verdicts import Signature, per_seed
+from .verdicts import Signature, entropy_signature, per_seed
 
 M2_BINS = np.geomspace(0.002, 50, 23)  # edges of M2 / tau for the pooled curves
 MIN_BATCHES = 20  # a pooled bin with fewer batches is not drawn
@@ -195,10 +195,10 @@ def fixed_rate_signatures(runs, on_policy: list) -> list[Signature]:
         ratio = f"{clip.mean / mask.mean:.0f}x" if mask.mean else "no token masked"
         cost = per_seed(on_policy, stats.score) - per_seed(grpo, stats.score)
         seeds = _seeds(min(clip.n, mask.n))
-        out += [Signature(f"{where}: GRPO clips at least {CLIP_OVER_MASK}x what M2PO masks", paper,
+        out += [Signature(f"{where}: GRPO clips at least {CLIP_OVER_MASK}x what M2PO masks", PAPER_CLIP_OVER_MASK,
                           f"{_pct(clip)} vs {_pct(mask)} ({ratio}; M2PO's M2 = {_pm(m2)} tau; "
                           f"{seeds})", stats.verdict(clip - scaled, +1)),
-                Signature(f"{where}: M2PO masks no more than on-policy GRPO clips", paper,
+                Signature(f"{where}: M2PO masks no more than on-policy GRPO clips", PAPER_MASK_VS_ON_POLICY,
                           f"{_pct(mask)} vs {_pct(clip0)} ({seeds})", stats.verdict(clip0 - mask, +1)),
                 Signature(f"{where}: staleness costs GRPO", M2PO_STALENESS_COST.text,
                           f"on-policy minus s = {s}: {_pm(cost, digits=3, sign='+')} ({seeds})",
@@ -209,6 +209,12 @@ def fixed_rate_signatures(runs, on_policy: list) -> list[Signature]:
 def signatures(runs) -> list[Signature]:
     """The fixed-rate verdicts of runs of experiments.fixed_rate_axis (on-policy GRPO among them)."""
     return fixed_rate_signatures(runs, select(runs, "grpo", 0))
+
+
+def chapter_signatures(runs) -> list[Signature]:
+    """Chapter 3's one verdict table: the fixed-rate verdicts per staleness (signatures), then which tokens move on
+    the same runs (signature d: token entropy against |r - 1|, GRPO at the largest staleness)."""
+    return signatures(runs) + entropy_signature(runs)
 
 
 def prediction(runs, staleness: int = 8) -> tuple[bool | None, str]:

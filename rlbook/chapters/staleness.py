@@ -13,7 +13,7 @@ import numpy as np
 from .. import stats
 from ..experiments import DEFAULT_TAU
 from .run_groups import COLORS, ORDER, aggregate, band, finish, group_runs, mean_of, run_label, setting, smooth
-from . import tables
+from . import drift_ladder, tables, verdicts
 from .style import axis_label, plain_log_ticks, title
 
 def batch_rewards(run):
@@ -88,7 +88,7 @@ def final_vs_staleness(runs, metric: str = "eval_greedy_acc"):
         ax.set_xticks(ticks, [str(t) for t in ticks])
     ax.minorticks_off()
     ax.set(xlabel="staleness s (model updates between sampling and training)",
-           ylabel=axis_label(metric) + ", mean of the last 3 evaluations",
+           ylabel=axis_label(metric) + ", last 3 evaluations",
            title=f"Final {title(metric).lower()} against staleness (bars: 1 standard error over seeds)")
     return finish(fig, ax, ncols=4)
 
@@ -122,7 +122,7 @@ def final_vs_m2(runs, metric: str = "eval_greedy_acc", tau: float = DEFAULT_TAU)
     ax.set_xscale("log")
     ax.margins(x=0.15, y=0.15)
     ax.set(xlabel="M2 of the trained batches (mean squared log-ratio, before clip or mask; log scale)",
-           ylabel=axis_label(metric) + ", mean of the last 3 evaluations",
+           ylabel=axis_label(metric) + ", last 3 evaluations",
            title="Final accuracy against the drift (M2) of the data trained on")
     return finish(fig, ax, ncols=4)
 
@@ -228,3 +228,17 @@ def staleness_explorer(runs, metrics=("eval_greedy_acc", "eval_sampled_acc", "re
     return Explorer("Explore the staleness sweep (stored runs)",
                     "Pick an objective and a metric: one line per staleness s (mean over seeds; training metrics as a "
                     "10-update mean). Look at how far the curves of large s fall below s = 0.", controls, view)
+
+
+def chapter_signatures(runs, ladder) -> list:
+    """Chapter 2's verdicts in one table: the staleness sweep's signatures at its largest staleness (a, b's prosperity
+    and collapse, e) and the drift ladder's trend (`ladder`: drift_ladder.rungs)."""
+    return verdicts.staleness_signatures(runs) + drift_ladder.signatures(ladder)[-1:]
+
+
+def chapter_verdict_table(runs, ladder_runs) -> str:
+    """chapter_signatures as the page's verdict table, under one line naming every run it rests on (the sweep's and
+    the ladder's, each run once: the ladder's reference rung is the sweep's own cells)."""
+    rows = chapter_signatures(runs, drift_ladder.rungs(ladder_runs))
+    shown = list({str(run.path): run for run in [*runs, *ladder_runs]}.values())
+    return tables.verdict_table(rows, shown, "The staleness sweep, and the drift ladder's trend")
