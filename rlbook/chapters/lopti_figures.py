@@ -59,7 +59,7 @@ def people_figure(runs, results: list[dict], base: dict | None = None):
 
 def curves_figure(runs, metrics=("eval_greedy_acc", "reward"), window: int = 5):
     """Learning curves, a line per variant (mean over its seeds; training metrics smoothed over `window` updates)."""
-    fig, axes = plt.subplots(1, len(metrics), figsize=(max(5.5 * len(metrics), 8), 4.6), squeeze=False)
+    fig, axes = plt.subplots(1, len(metrics), figsize=(max(6.5 * len(metrics), 8), 4.6), squeeze=False)
     for ax, metric in zip(axes[0], metrics):
         for variant, group in _by_variant(runs).items():
             x, y = _mean_series(group, metric, 1 if metric.startswith("eval") else window)
@@ -67,7 +67,7 @@ def curves_figure(runs, metrics=("eval_greedy_acc", "reward"), window: int = 5):
             ax.plot(x, y, color=color, marker="o" if metric.startswith("eval") else None, ms=3,
                     label=f"{variant} ({len(group)} seed{'s' * (len(group) > 1)})")
         ax.set(title=title(metric), xlabel="model updates",
-               ylabel=axis_label(metric) + ("" if metric.startswith("eval") else f", mean of {window}"))
+               ylabel=axis_label(metric) + ("" if metric.startswith("eval") else f"\n({window}-update mean)"))
     return legend_below(fig, axes, ncols=3)
 
 
