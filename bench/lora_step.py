@@ -91,7 +91,7 @@ def worker(args) -> dict:
     preset, layers = ("nano-tiny", {}) if args.cpu_smoke else ("qwen3-1.7b-random", {"num_hidden_layers": args.layers})
     model, _ = build_model(preset, **layers)
     model = add_lora(model, args.lora_rank, 2.0 * args.lora_rank)
-    model.gradient_checkpointing_enable()
+    model.activation_checkpointing_enable()
     model.enable_input_require_grads()
     device = torch.device("cuda" if cuda else "cpu")
     model.to(device)

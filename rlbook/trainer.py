@@ -70,7 +70,7 @@ def init_policy(config: RunConfig, store: RunStore | None = None, progress: bool
         model = add_lora(model, config.lora_rank, config.lora_alpha)
     if model.config.hidden_size >= LARGE_HIDDEN:  # a 1.7B model: each layer is recomputed in the backward
         model.train()
-        model.gradient_checkpointing_enable()
+        model.activation_checkpointing_enable()
         model.enable_input_require_grads()
     return model.to(config.device), tokenizer
 

@@ -152,7 +152,7 @@ def test_shared_prompts_under_gradient_checkpointing_are_the_unchecked_path():
     passes = []
     for checkpointed in (False, True):
         if checkpointed:
-            model.gradient_checkpointing_enable()
+            model.activation_checkpointing_enable()
         logp, entropy = shared_prompt_logprobs(model, batch, 1.0)
         passes.append((logp.detach(), entropy.detach(), torch.autograd.grad((logp * weights).sum(), params)))
     (logp, entropy, grads), (logp_c, entropy_c, grads_c) = passes
