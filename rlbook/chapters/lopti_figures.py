@@ -1,5 +1,8 @@
-"""Chapter 4 figures and tables: the per-token analysis, the learning curves, and the one verdict table of both tasks
-(Lopti / Advantage Reweighting, arXiv 2505.12929)."""
+"""Chapter 4's figures and tables (Lopti / Advantage Reweighting, arXiv 2505.12929).
+
+The per-token analysis as tables, the learning curves, accuracy by puzzle size, the explorer, and the one verdict
+table of both tasks.
+"""
 from __future__ import annotations
 
 import dataclasses
