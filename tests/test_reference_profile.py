@@ -95,9 +95,9 @@ def test_profiles():
         profiles.book_profile("gpu")
 
 
-def test_lookup_finds_the_version_2_runs_of_every_reference_sweep_whatever_their_engine():
-    """Runs of training version 2 name their engine by the old speed options ('reference', 'graph'); the sweeps of
-    this code say 'auto' or 'fast'. The engine is how, not what: the older run is found, labelled as older code."""
+def test_lookup_finds_the_stored_runs_of_every_reference_sweep():
+    """The configs of the staleness, Lopti, semi-online and router-replay sweeps (engine 'auto', resolved when hashed)
+    find their stored runs: at least as many found as not (a sweep may list runs not trained yet)."""
     from collections import Counter
 
     from rlbook.experiments import sweep
