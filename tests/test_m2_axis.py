@@ -63,6 +63,7 @@ def test_fixed_rate_verdicts_and_the_prediction(tmp_path):
     assert by["s = 32: staleness costs GRPO"] == stats.REPRODUCED
     assert verdicts.settings_where(rows, "clips at least", stats.REPRODUCED) == "s = 8"
     assert verdicts.settings_where(rows, "masks no more", stats.NOT_REPRODUCED) == "s = 32"
+    assert verdicts.settings_where(rows, "masks no more", stats.WITHIN_NOISE) == "no setting"  # prose: "... at no setting"
     held, measured = m2_axis.prediction(runs)
     assert held is True and "3 seeds" in measured
     assert m2_axis.prediction(sweep(tmp_path / "b", mask_at_8=0.001))[0] is False  # masks 0.1% > 0.05%

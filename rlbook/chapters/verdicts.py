@@ -91,8 +91,10 @@ def quoted_verdict(signatures: list[Signature], *words: str, absent_ok: bool = F
 
 def settings_where(signatures: list[Signature], word: str, verdict: str) -> str:
     """Where a per-setting claim (claims of the form "<setting>: <claim>", e.g. the drift ladder's rungs) has
-    `verdict`: the settings of every signature whose claim holds `word`, joined by "; ", or "none"."""
-    return "; ".join(s.claim.split(":")[0] for s in signatures if word in s.claim and s.verdict == verdict) or "none"
+    `verdict`: the settings of every signature whose claim holds `word`, joined by "; ", or "no setting" (prose reads
+    "reproduced at no setting")."""
+    return "; ".join(s.claim.split(":")[0] for s in signatures if word in s.claim and s.verdict == verdict) \
+        or "no setting"
 
 
 def _better(claim: str, paper: str, better, worse, what: str) -> Signature:
