@@ -106,7 +106,6 @@ def train_check(engine: str, out: Path, preset: str = "qwen3-1.7b-random", devic
     the preset's config (the CPU test's small model)."""
     import rlbook.trainer
     from rlbook.config import RunConfig
-    from rlbook.engines import engine_of
     from rlbook.memory import estimate, shape_of
     from rlbook.models import build_model
     from rlbook.obtain import run_or_load
@@ -122,7 +121,7 @@ def train_check(engine: str, out: Path, preset: str = "qwen3-1.7b-random", devic
     config = RunConfig(experiment="gpu_check", name=engine, preset=preset, init=str(checkpoint), device=device,
                        prompts_per_step=4, group_size=8, total_updates=4, eval_every=4, eval_size=16, eval_samples=1,
                        checkpoint_every=2, lr=1e-5, **TRAIN_CASES[engine])
-    assert engine_of(config).name == engine, f"engine auto picks {engine_of(config).name}, not {engine}"
+    assert config.resolved_engine.name == engine, f"engine auto picks {config.resolved_engine.name}, not {engine}"
     rlbook.trainer.group_advantages = spread_advantages
     append, interrupted = Run.append, []
 

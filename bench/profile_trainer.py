@@ -29,7 +29,6 @@ import torch
 
 from rlbook.advantages import group_advantages
 from rlbook.evaluate import accuracy, completion_budget, evaluation_problems, sampled_eval_seed
-from rlbook.engines import engine_of
 from rlbook.experiments import grpo_from_scratch
 from rlbook.losspath import loss_and_tokens
 from rlbook.lean_decoder import LeanDecoder
@@ -70,7 +69,7 @@ def profile_updates(config, store: RunStore, updates: int, clock: Clock) -> int:
     optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
     generator = torch.Generator().manual_seed(stream_seed("rollout", config.seed))
     max_new, (objective, path), tokens = completion_budget(task, tokenizer), resolve(config, torch.device("cpu")), 0
-    engine = engine_of(config)
+    engine = config.resolved_engine
     sampler = LeanDecoder(model, merged=engine.merged_sampling) if engine.lean_sampler else None
     for step in range(updates):
         with clock.phase("generation"):

@@ -4,11 +4,16 @@ from __future__ import annotations
 import torch
 
 
-def group_advantages(rewards: torch.Tensor, group_size: int, normalize_std: bool = True) -> torch.Tensor:
-    """Per-sample advantages for rewards laid out in consecutive groups of `group_size` ([B] -> [B])."""
+def check_group_size(group_size: int) -> None:
+    """A group-relative advantage compares at least 2 completions of a prompt (RunConfig.group_size)."""
     if group_size < 2:
         raise ValueError(f"group_size={group_size}: a group-relative advantage needs at least 2 completions per "
                          "prompt (one completion has no group to compare with)")
+
+
+def group_advantages(rewards: torch.Tensor, group_size: int, normalize_std: bool = True) -> torch.Tensor:
+    """Per-sample advantages for rewards laid out in consecutive groups of `group_size` ([B] -> [B])."""
+    check_group_size(group_size)
     if rewards.numel() % group_size:
         raise ValueError(f"{rewards.numel()} rewards do not split into groups of {group_size}")
     groups = rewards.view(-1, group_size)

@@ -3,19 +3,22 @@
 A wrong key or value is a ValueError naming the field
 and the valid choices.
 
-Every RunConfig field has a one-line description in FIELD_HELP (the command line's --help shows it). Each mechanism
-checks its own settings (the task registry its parameters, an objective its hyper-parameters, the warm start its
-overrides, online DPO, router replay, the engine); what the machine must provide (a GPU, a checkpoint) is checked
-before a run starts (rlbook.obtain.check_runnable). The engine (rlbook.engines) says how a run is computed; its
-identity (rlbook.identity) what its result depends on.
+Every RunConfig field has a one-line description in FIELD_HELP (the command line's --help shows it). A config is
+checked here, once, on construction: each value, and the rules between settings (which engine can compute it, what
+online DPO and router replay need). A mechanism's own parameters are checked by a function of plain values that it
+exports and this module calls (the task registry its parameters, an objective its hyper-parameters, the warm start its
+overrides); no module this one imports takes a RunConfig. What the machine must provide (a GPU, a checkpoint) is
+checked before a run starts (rlbook.obtain.check_runnable). The engine (rlbook.engines) says how a run is computed,
+`RunConfig.resolved_engine` which one computes it; its identity (rlbook.identity) what its result depends on.
 """
 from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field, fields
 
-from . import engines
+from .advantages import check_group_size
 from .checks import check_type, choose, defaults
+from .engines import DEFAULT_ORDER, ENGINES, HELP as ENGINE_HELP, Engine
 from .identity import digest, run_identity
 from .seeds import MAX_RUN_SEED as MAX_SEED  # the streams are laid out for seeds below it
 from .storage import DEVICES
@@ -27,6 +30,13 @@ INIT = ("warm", "scratch")
 DIRECTORY_NAME = re.compile(r"[\w+=-][\w.+=-]{0,99}")  # experiment and name become directory names
 POSITIVE = ("prompts_per_step", "total_updates", "updates_per_step", "epochs", "lr", "eval_every", "eval_size",
             "eval_samples", "checkpoint_every", "lora_rank", "lora_alpha")
+
+# the settings of an update that backpropagates through its sampling pass (the graph engine)
+SAMPLING_GRAPH_NEEDS = {"staleness": 0, "updates_per_step": 1, "epochs": 1, "sync_every": 1, "micro_batch_size": 0,
+                        "rollout_batch_size": 0, "lopti_eta": 0.0, "finetune": "lora"}
+# online DPO pairs whole groups of one pass and takes the model with its LoRA adapters off as the reference policy; the
+# token-level knobs of the policy-gradient objectives do not apply to it
+DPO_NEEDS = {"finetune": "lora", "micro_batch_size": 0, "ar_alpha": 0.0, "lopti_eta": 0.0}
 
 FIELD_HELP = {
     "experiment": "group of runs: the RunStore directory runs/<experiment>/ (letters, digits, . _ + = -)",
@@ -68,7 +78,7 @@ FIELD_HELP = {
                         "update is the same, accumulated over micro-batches",
     "rollout_batch_size": "sequences sampled at once in rollouts and evaluation, a multiple of group_size (0: a "
                           "step's prompts_per_step x group_size at once; evaluation 256); bounds the KV cache",
-    "engine": engines.HELP,
+    "engine": ENGINE_HELP,
     "device": "where the run computes: cpu, or cuda (one GPU); a GPU run is another result (the same seed gives other "
               "numbers), so it is part of the run's identity and its figures say it was made on a GPU",
     "rollout_dtype": "precision of the rollout engine: float32 (the trained model itself) or bfloat16 (a copy of "
@@ -135,11 +145,12 @@ class RunConfig:
     warm_start: dict = field(default_factory=dict)
 
     def __post_init__(self):
-        from .dpo import check_dpo_params, check_dpo_run
+        from .dpo import check_dpo_params
         from .models import PRESETS
-        from .objectives import OBJECTIVES, check_objective_params
+        from .objective_inputs import check_number
+        from .objectives import AR_ALPHA, LOPTI_ETA, OBJECTIVES, check_objective_params
         from .pretrain import WarmStartConfig
-        from .router_replay import check_router_settings
+        from .router_replay import ROLLOUT_DTYPES
         from .tasks import TASKS, check_task_params
 
         for name, default in defaults(self).items():  # types first, so later checks compare numbers with numbers
@@ -163,9 +174,18 @@ class RunConfig:
         if self.fused_ratio == "chunked" and self.finetune != "lora":
             raise ValueError("fused_ratio='chunked' computes no lm_head gradient, so it needs finetune='lora'; use "
                              "fused_ratio='on' or 'off' with finetune='full'")
-        if self.objective == "dpo":
-            check_dpo_run(self)
-        check_router_settings(self)
+        if self.objective == "dpo" and (wrong := self._differing(DPO_NEEDS)):
+            raise ValueError(f"objective='dpo' needs {DPO_NEEDS} (the reference policy is the model with its adapters "
+                             f"off; pairs are whole groups of one pass); got {wrong}")
+        if self.objective == "dpo" and PRESETS[self.preset].moe:  # its routers train in full beside the adapters
+            raise ValueError(f"objective='dpo' needs a dense model: with its adapters off, mixture of experts "
+                             f"{self.preset!r} keeps its trained routers, so it is not the reference policy")
+        choose("rollout_dtype", self.rollout_dtype, list(ROLLOUT_DTYPES))
+        if self.router_noise < 0:
+            raise ValueError(f"router_noise={self.router_noise} must be >= 0 (a standard deviation; 0: none)")
+        if (self.router_noise or self.router_replay) and not (PRESETS[self.preset].moe or self.from_checkpoint):
+            raise ValueError(f"router_noise and router_replay act on a mixture of experts; preset {self.preset!r} is "
+                             f"dense (choose one of: {', '.join(n for n, p in PRESETS.items() if p.moe)})")
         if self.micro_batch_size < 0:
             raise ValueError(f"micro_batch_size={self.micro_batch_size} must be >= 0 (0: the whole mini-batch in one "
                              "pass)")
@@ -174,8 +194,7 @@ class RunConfig:
         for name in POSITIVE:
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name}={getattr(self, name)!r} must be > 0")
-        if self.group_size < 2:
-            raise ValueError(f"group_size={self.group_size}: GRPO needs at least 2 completions per prompt")
+        check_group_size(self.group_size)
         if self.rollout_batch_size < 0 or self.rollout_batch_size % self.group_size:
             raise ValueError(f"rollout_batch_size={self.rollout_batch_size} must be a multiple of group_size="
                              f"{self.group_size} (whole groups), or 0: every prompt of a step at once")
@@ -185,10 +204,8 @@ class RunConfig:
         if self.temperature < 0 or self.max_new_tokens < 0 or self.weight_decay < 0 or self.max_grad_norm <= 0:
             raise ValueError("temperature, max_new_tokens and weight_decay must be >= 0 and max_grad_norm > 0; got "
                              f"{self.temperature}, {self.max_new_tokens}, {self.weight_decay}, {self.max_grad_norm}")
-        if not 0 <= self.ar_alpha <= 1:
-            raise ValueError(f"ar_alpha={self.ar_alpha}: Advantage Reweighting needs alpha in [0, 1]")
-        if not -1 < self.lopti_eta < 1:
-            raise ValueError(f"lopti_eta={self.lopti_eta}: Lopti needs eta in (-1, 1) (0 = off)")
+        check_number("ar_alpha", self.ar_alpha, *AR_ALPHA)
+        check_number("lopti_eta", self.lopti_eta, *LOPTI_ETA)
         per_batch = self.updates_per_step * self.epochs
         if self.staleness < 0:
             raise ValueError(f"staleness={self.staleness}: must be >= 0 (model updates between sampling and training)")
@@ -202,7 +219,45 @@ class RunConfig:
                              f"updates_per_step x epochs = {per_batch}, with staleness 0 (got {self.staleness})")
         if not self.init:
             raise ValueError(f"init is empty: one of {INIT} or a checkpoint directory")
-        engines.check_engine(self)
+        choose("engine", self.engine, ["auto", *ENGINES])
+        if self.engine != "auto" and (reason := self.engine_refusal(ENGINES[self.engine])):
+            raise ValueError(f"engine={self.engine!r} cannot compute this config: {reason}; engine='auto' picks the "
+                             f"fastest engine that can ({self.resolved_engine.name!r})")
+
+    def _differing(self, needed: dict) -> dict:
+        """The fields whose values differ from `needed`, with their values."""
+        return {k: getattr(self, k) for k, v in needed.items() if getattr(self, k) != v}
+
+    def engine_refusal(self, engine: Engine) -> str | None:
+        """Why `engine` cannot compute this config (None: it can)."""
+        from .models import architecture
+        from .objectives import needs_proximal
+
+        if engine.prefix_sharing and self.fused_ratio in ("on", "chunked"):
+            return (f"shared prompts run the reference loss path, not fused_ratio={self.fused_ratio!r} (use 'auto' or "
+                    "'off')")
+        if engine.prefix_sharing and self.router_replay:
+            return "router_replay replays the routing of whole sequences; shared prompts run prompt and response apart"
+        if engine.lean_sampler and (kind := architecture(self.preset, self.init)) != "qwen3":
+            model = f"the checkpoint in {self.init!r}" if self.from_checkpoint else f"preset {self.preset!r}"
+            return f"the lean sampler needs a dense Qwen3 model; {model} is {kind}"
+        if engine.lean_sampler and self.rollout_dtype != "float32":
+            return f"the lean sampler is its own float32 rollout engine, not rollout_dtype={self.rollout_dtype!r}"
+        if engine.sampling_graph and ((wrong := self._differing(SAMPLING_GRAPH_NEEDS)) or self.objective == "dpo"
+                                      or needs_proximal(self.objective)):
+            return (f"the update backpropagates through the sampling pass, so it needs {SAMPLING_GRAPH_NEEDS} and an "
+                    f"objective without a proximal or reference policy (not tis, decoupled, m2po_areal or dpo); got "
+                    f"{wrong}, objective={self.objective!r}")
+        return None
+
+    @property
+    def resolved_engine(self) -> Engine:
+        """The engine that computes this config: its own, or (engine='auto') the first of DEFAULT_ORDER that can (a
+        checkpoint directory's model is what its config.json says: a dense Qwen3 gets the lean sampler's engines,
+        anything else or an unreadable one the reference engine, which computes every config)."""
+        if self.engine != "auto":
+            return ENGINES[self.engine]
+        return next(ENGINES[name] for name in DEFAULT_ORDER if self.engine_refusal(ENGINES[name]) is None)
 
     @property
     def from_checkpoint(self) -> bool:
@@ -226,8 +281,8 @@ class RunConfig:
 
     def identity(self, training_version: int | None = None) -> dict:
         """What a run's result depends on (rlbook.identity), under this code's version or an older one."""
-        return run_identity(self, TRAINING_VERSION if training_version is None else training_version,
-                            WARM_START_VERSION)
+        return run_identity({**asdict(self), "engine": self.resolved_engine.name}, defaults(self),
+                            TRAINING_VERSION if training_version is None else training_version, WARM_START_VERSION)
 
     def hash(self, training_version: int | None = None) -> str:
         """Identity of a run as 10 hex digits (renaming a run does not retrain it; new code does)."""

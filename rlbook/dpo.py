@@ -15,6 +15,7 @@ switched off). A batch with no pair has loss 0 (still differentiable, gradient 0
 import torch
 import torch.nn.functional as F
 
+from .objective_inputs import check_number
 from .objectives import FLAG_KEYS
 
 DPO_DEFAULTS = {"beta": 0.1}  # the trainer's objective "dpo": objective_params may set beta (> 0)
@@ -25,25 +26,7 @@ def check_dpo_params(params):
     unknown = sorted(set(params) - set(DPO_DEFAULTS))
     if unknown:
         raise ValueError(f"unknown parameter(s) {unknown} for objective 'dpo'; valid parameters: beta")
-    beta = params.get("beta", DPO_DEFAULTS["beta"])
-    if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not beta > 0:
-        raise ValueError(f"beta={beta!r} is invalid; it must be a number > 0")
-
-
-def check_dpo_run(config) -> None:
-    """Online DPO pairs whole groups of one mini-batch and takes the model with its LoRA adapters switched off as
-    the reference policy; the token-level knobs of the policy-gradient objectives do not apply to it. A mixture of
-    experts has none: its routers train in full beside the adapters (rlbook.models.add_lora)."""
-    from .models import PRESETS
-
-    needed = {"finetune": "lora", "micro_batch_size": 0, "ar_alpha": 0.0, "lopti_eta": 0.0}
-    wrong = {k: getattr(config, k) for k, v in needed.items() if getattr(config, k) != v}
-    if wrong:
-        raise ValueError(f"objective='dpo' needs {needed} (the reference policy is the model with its adapters off; "
-                         f"pairs are whole groups of one pass); got {wrong}")
-    if PRESETS[config.preset].moe:
-        raise ValueError(f"objective='dpo' needs a dense model: with its adapters off, mixture of experts "
-                         f"{config.preset!r} keeps its trained routers, so it is not the reference policy")
+    check_number("beta", params.get("beta", DPO_DEFAULTS["beta"]), lambda v: v > 0, "> 0")
 
 
 def dpo_pairs(rewards, group_size):
@@ -66,8 +49,7 @@ def sequence_logp(token_logp, mask):
 
 def dpo_loss(logp, ref_logp, mask, chosen, rejected, *, beta=0.1):
     """DPO loss over the given pairs (DPO Eq. 7, mean over pairs); logp/ref_logp are per-token [B, T]."""
-    if not beta > 0:
-        raise ValueError(f"beta must be > 0; got {beta}")
+    check_dpo_params({"beta": beta})
     seq = sequence_logp(logp, mask) - sequence_logp(ref_logp.detach(), mask)
     if len(chosen) == 0:
         return logp.sum() * 0.0

@@ -16,7 +16,9 @@ Each engine is one combination that the tests hold to the reference engine withi
 
 `engine='auto'` (the default) picks the first of DEFAULT_ORDER the config allows, from the config alone (never the
 machine, so a config computes the same thing everywhere; a checkpoint directory by its config.json): graph, else fast,
-else reference. Every engine works at every size: at bfloat16 with a float32 LoRA adapter and under gradient
+else reference. Which settings each engine can compute are rules of the config (rlbook.config:
+RunConfig.engine_refusal), and so is the engine 'auto' picks (RunConfig.resolved_engine); this module holds the
+engines themselves. Every engine works at every size: at bfloat16 with a float32 LoRA adapter and under gradient
 checkpointing (models of LARGE_HIDDEN width and up; tests/test_defaults_at_every_size.py). The chosen engine is part
 of the run's identity: two engines give different numbers. `python bench/vs_trl.py` times each engine on the CPU
 (bench/results/vs_trl/).
@@ -30,8 +32,6 @@ from __future__ import annotations
 import textwrap
 from dataclasses import dataclass
 
-from .checks import choose
-from .objectives import needs_proximal
 
 @dataclass(frozen=True)
 class Engine:
@@ -65,53 +65,3 @@ HELP = (f"how the run is computed, one tested combination of speed paths: auto (
 EPILOG = "engines (rlbook.engines):\n" + "\n".join(textwrap.fill(e.help, 79, initial_indent=f"  {e.name:<11}",
                                                                    subsequent_indent=" " * 13)
                                                      for e in ENGINES.values())
-
-
-def refusal(engine: Engine, config) -> str | None:
-    """Why `engine` cannot compute `config` (None: it can)."""
-    from .models import architecture
-
-    if engine.prefix_sharing and config.fused_ratio in ("on", "chunked"):
-        return (f"shared prompts run the reference loss path, not fused_ratio={config.fused_ratio!r} (use 'auto' or "
-                "'off')")
-    if engine.prefix_sharing and config.router_replay:
-        return "router_replay replays the routing of whole sequences; shared prompts run prompt and response apart"
-    if engine.lean_sampler and (kind := architecture(config.preset, config.init)) != "qwen3":
-        model = f"the checkpoint in {config.init!r}" if config.from_checkpoint else f"preset {config.preset!r}"
-        return f"the lean sampler needs a dense Qwen3 model; {model} is {kind}"
-    if engine.lean_sampler and config.rollout_dtype != "float32":
-        return f"the lean sampler is its own float32 rollout engine, not rollout_dtype={config.rollout_dtype!r}"
-    if engine.sampling_graph:
-        needed = {"staleness": 0, "updates_per_step": 1, "epochs": 1, "sync_every": 1, "micro_batch_size": 0,
-                  "rollout_batch_size": 0, "lopti_eta": 0.0, "finetune": "lora"}
-        wrong = {k: getattr(config, k) for k, v in needed.items() if getattr(config, k) != v}
-        if wrong or config.objective == "dpo" or needs_proximal(config.objective):
-            return (f"the update backpropagates through the sampling pass, so it needs {needed} and an objective "
-                    f"without a proximal or reference policy (not tis, decoupled, m2po_areal or dpo); got {wrong}, "
-                    f"objective={config.objective!r}")
-    return None
-
-
-def default_engine(config) -> str:
-    """The first engine of DEFAULT_ORDER that can compute config (a checkpoint directory's model is what its
-    config.json says: a dense Qwen3 gets the lean sampler's engines, anything else or an unreadable one the reference
-    engine)."""
-    for name in DEFAULT_ORDER:
-        if refusal(ENGINES[name], config) is None:
-            return name
-    raise AssertionError("the reference engine computes every config")
-
-
-def engine_of(config) -> Engine:
-    """The engine that computes config: its own, or (engine='auto') the default for it."""
-    return ENGINES[default_engine(config) if config.engine == "auto" else config.engine]
-
-
-def check_engine(config) -> None:
-    """A ValueError naming the engine, why it cannot compute config, and the choices."""
-    choose("engine", config.engine, ["auto", *ENGINES])
-    reason = None if config.engine == "auto" else refusal(ENGINES[config.engine], config)
-    if reason:
-        raise ValueError(f"engine={config.engine!r} cannot compute this config: {reason}; engine='auto' picks the "
-                         f"fastest engine that can ({default_engine(config)!r})")
-

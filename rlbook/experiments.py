@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .config import RunConfig
-from .engines import ENGINES, refusal
+from .engines import ENGINES
 from .profiles import resolve_profile
 
 # Per profile: model, task size, warm start, GRPO budget and device (the GPU profiles train on one GPU, device
@@ -62,7 +62,7 @@ def stale_run(profile: str = "auto", objective: str = "grpo", staleness: int = 0
 # or the reference engine in a profile whose loss path the fast engine's shared prompts cannot run (paper: chunked).
 def compared_alike(profile: str) -> dict:
     """{"engine": ...}: the engine every cell of a compared sweep runs in this profile."""
-    fast = refusal(ENGINES["fast"], RunConfig.from_dict({**BASE[profile], "engine": "reference"})) is None
+    fast = RunConfig.from_dict({**BASE[profile], "engine": "reference"}).engine_refusal(ENGINES["fast"]) is None
     return {"engine": "fast" if fast else "reference"}
 
 

@@ -25,7 +25,6 @@ import json
 import math
 from functools import lru_cache
 
-from .engines import engine_of
 from .models import get_preset
 from .objectives import needs_proximal
 from .tasks import make_task
@@ -81,7 +80,7 @@ def lengths(config) -> tuple[int, int]:
 def decoding_s(config, sequences: int, at_once: int, steps: int) -> float:
     """Seconds to decode `steps` tokens for `sequences` sequences, `at_once` at a time, with config's sampler."""
     s, (active, _) = shape(config.preset), parameters(config.preset)
-    engine = engine_of(config)
+    engine = config.resolved_engine
     sampler = "static" if engine.static_sampling else "merged" if engine.lean_sampler else "model"
     per_step = max(s["num_hidden_layers"] * STEP_S[sampler],
                    active * BYTES[s["hidden_size"] >= 1024] / HBM_BYTES_PER_S)

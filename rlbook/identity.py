@@ -13,20 +13,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict
-
-from .checks import defaults
-from .engines import engine_of
 
 DISPLAY = ("experiment", "name")
 
 
-def run_identity(config, training_version: int, warm_start_version: int) -> dict:
-    """The identity of config's run as code of `training_version` computes it."""
-    values, default = {**asdict(config), "engine": engine_of(config).name}, defaults(config)
+def run_identity(values: dict, default: dict, training_version: int, warm_start_version: int) -> dict:
+    """The identity of the run of settings `values` (engine='auto' resolved; `default`: each setting's default) as
+    code of `training_version` computes it."""
     identity = {k: v for k, v in values.items() if k not in DISPLAY and v != default[k]}
     identity["training_version"] = training_version
-    if config.init == "warm":
+    if values["init"] == "warm":
         identity["warm_start_version"] = warm_start_version
     return identity
 

@@ -227,10 +227,9 @@ def estimate(config, shape: Shape) -> Estimate:
     module's doc)."""
     import torch
 
-    from .engines import engine_of
     from .losspath import loss_path
 
-    engine, b, cuda = engine_of(config), shape.dtype_bytes, config.device == "cuda"
+    engine, b, cuda = config.resolved_engine, shape.dtype_bytes, config.device == "cuda"
     prompt, completion = lengths(config)
     tokens = prompt + completion
     rows = config.prompts_per_step * config.group_size

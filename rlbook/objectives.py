@@ -16,9 +16,11 @@ import math
 
 import torch
 
-from .objective_inputs import check_number, check_params, check_same_shape, keyword_params, prepare
+from .objective_inputs import PARAM_RULES, check_number, check_params, check_same_shape, keyword_params, prepare
 
 FLAG_KEYS = ("clipped_low", "clipped_high", "masked")
+AR_ALPHA = (lambda v: 0 <= v <= 1, "in [0, 1]")  # Advantage Reweighting's alpha: (valid, what valid is)
+LOPTI_ETA = (lambda v: -1 < v < 1, "in (-1, 1)")  # Lopti's eta
 
 
 def _token_mean(values, resp):
@@ -210,7 +212,7 @@ def _m2po_cap(log_ratio, advantages, resp, tau):
 def m2po_keep_mask(log_ratio, advantages, mask, tau=0.04):
     """M2PO Algorithm 1 mask over the whole batch: False on the dropped tokens (the largest-(log r)^2
     trust-region candidates), True on kept candidates, non-candidates and padding."""
-    check_number("tau", tau, lambda v: v > 0, "> 0")
+    check_number("tau", tau, *PARAM_RULES["tau"])
     resp, clean = prepare({"log_ratio": log_ratio, "advantages": advantages}, mask)
     return _m2po_keep(clean["log_ratio"], clean["advantages"], resp, tau)
 
@@ -219,7 +221,7 @@ def advantage_reweight(advantages, old_logp, alpha):
     """Advantage Reweighting (arXiv 2505.12929): A_t = (alpha * p_old(o_t) + 1 - alpha) * A, p_old detached.
     alpha = 0 returns the advantages unchanged. old_logp must be finite wherever advantages are (any finite
     value on padding)."""
-    check_number("alpha", alpha, lambda v: 0 <= v <= 1, "in [0, 1]")
+    check_number("alpha", alpha, *AR_ALPHA)
     check_same_shape({"advantages": advantages, "old_logp": old_logp})
     prob = torch.exp(old_logp.detach())
     if not bool(torch.isfinite(prob).all()):
@@ -229,7 +231,7 @@ def advantage_reweight(advantages, old_logp, alpha):
 
 def lopti_low_mask(old_logp, eta):
     """Lopti (arXiv 2505.12929): True where p_old = exp(old_logp) < eta (literal: a negative eta selects nothing)."""
-    check_number("eta", eta, lambda v: -1 < v < 1, "in (-1, 1)")
+    check_number("eta", eta, *LOPTI_ETA)
     return torch.exp(old_logp) < eta
 
 
@@ -242,7 +244,7 @@ def lopti_stages(old_logp, eta, mask):
     between the stages (stage 2's ratio carries stage 1's drift), and passes the full response mask, so the
     token-mean denominator still counts every response token.
     """
-    check_number("eta", eta, lambda v: -1 < v < 1, "in (-1, 1)")
+    check_number("eta", eta, *LOPTI_ETA)
     resp, clean = prepare({"old_logp": old_logp}, mask)
     low = lopti_low_mask(clean["old_logp"], abs(eta)) & resp
     stages = [low, resp & ~low] if eta >= 0 else [resp & ~low, low]

@@ -22,7 +22,7 @@ import torch
 
 from .checks import choose
 from .decoding import check_generator
-from .models import PRESETS, is_moe, routers
+from .models import routers
 
 NOT_ROUTED = 255  # uint8 sentinel: this position's routing was not recorded (the trainer routes it itself)
 ROLLOUT_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
@@ -31,20 +31,8 @@ ROLLOUT_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 def rollout_copy(model, dtype: str):
     """The policy as an inference engine holds it: the model itself (float32) or a copy in bfloat16 (weights,
     activations and KV cache), the rollout precision of RunConfig.rollout_dtype."""
-    if dtype not in ROLLOUT_DTYPES:
-        raise ValueError(f"rollout dtype {dtype!r} is not valid; choose one of: {', '.join(ROLLOUT_DTYPES)}")
+    choose("rollout_dtype", dtype, list(ROLLOUT_DTYPES))
     return model if dtype == "float32" else copy.deepcopy(model).to(ROLLOUT_DTYPES[dtype]).eval()
-
-
-def check_router_settings(config) -> None:
-    """Rollout precision, router noise and router replay of a RunConfig (chapter 6): the last two need a mixture of
-    experts (a checkpoint directory's architecture is checked when it is loaded)."""
-    choose("rollout_dtype", config.rollout_dtype, list(ROLLOUT_DTYPES))
-    if config.router_noise < 0:
-        raise ValueError(f"router_noise={config.router_noise} must be >= 0 (a standard deviation; 0: none)")
-    if (config.router_noise or config.router_replay) and not (PRESETS[config.preset].moe or config.from_checkpoint):
-        raise ValueError(f"router_noise and router_replay act on a mixture of experts; preset {config.preset!r} is "
-                         f"dense (choose one of: {', '.join(n for n, p in PRESETS.items() if p.moe)})")
 
 
 def top_k_gate(router, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

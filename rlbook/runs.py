@@ -27,7 +27,6 @@ from pathlib import Path
 
 from . import checkpoint, columnar
 from .config import RunConfig
-from .engines import engine_of
 # environment and reference_root are not used here: the notebooks import them from rlbook.runs with the RunStore
 from .progress import progress_bar
 from .storage import (UNTOUCHED, CorruptRunError, default_root, environment, leftovers, parse_json,  # noqa: F401
@@ -278,7 +277,7 @@ class RunStore:
         """Stored runs with the same settings as config but made by other code (another version, another hash)."""
         def settings(c: RunConfig) -> dict:  # engine='auto' as the engine it picks
             return {**{k: v for k, v in c.to_dict().items() if k not in ("name", "experiment")},
-                    "engine": engine_of(c).name}
+                    "engine": c.resolved_engine.name}
 
         same = settings(config)
         return [run for run in self.runs(config.experiment) if not run.path.name.endswith(f"-{config.hash()}")

@@ -152,3 +152,30 @@ def test_replace_validates_and_copies():
                                            ({"objective": "m2po", "objective_params": {"tau": -1.0}}, "tau")])
 def test_wrong_types_and_objective_values_are_named(values, named):
     assert named in error_of(**values)
+
+
+def test_the_modules_config_imports_never_take_a_run_config():
+    """A config is checked in one place, rlbook.config: no module it imports imports it back, and the engines, online
+    DPO, router replay and the identity rule give it plain facts (no function of theirs takes a config)."""
+    import ast
+    import importlib
+    from pathlib import Path
+
+    import rlbook.config
+
+    def tree(module):
+        return ast.parse(Path(module.__file__).read_text())
+
+    imports = [node for node in ast.walk(tree(rlbook.config)) if isinstance(node, ast.ImportFrom) and node.level == 1]
+    imported = {node.module or alias.name for node in imports for alias in node.names}
+    assert {"engines", "dpo", "router_replay", "identity"} <= imported
+    for name in imported:
+        module = tree(importlib.import_module(f"rlbook.{name}"))
+        back = [node.module for node in ast.walk(module) if isinstance(node, ast.ImportFrom) and node.level
+                and (node.module == "config" or any(alias.name in ("config", "RunConfig") for alias in node.names))]
+        assert not back, f"rlbook.{name} imports rlbook.config"
+    for name in ("engines", "dpo", "router_replay", "identity"):
+        functions = [f for f in ast.walk(tree(importlib.import_module(f"rlbook.{name}")))
+                     if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        taking = [f.name for f in functions if "config" in {a.arg for a in f.args.args + f.args.kwonlyargs}]
+        assert not taking, f"rlbook.{name}: {taking} take a config"

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from rlbook.config import RunConfig
-from rlbook.engines import DEFAULT_ORDER, ENGINES, engine_of
+from rlbook.engines import DEFAULT_ORDER, ENGINES
 from rlbook.versions import TRAINING_VERSION, WARM_START_VERSION
 from test_versions import KEYS, RUN, close
 
@@ -34,12 +34,12 @@ DEFAULT_RUNS = {"fast": {**RUN, "engine": "auto"},
 ])
 def test_the_default_is_the_fastest_engine_the_config_allows(changes, expected):
     config = RunConfig(**changes)
-    assert config.engine == "auto" and engine_of(config).name == expected
+    assert config.engine == "auto" and config.resolved_engine.name == expected
     faster = DEFAULT_ORDER[:DEFAULT_ORDER.index(expected)]
     for name in faster:  # each faster engine is refused by name, with the reason
         with pytest.raises(ValueError, match=f"engine={name!r} cannot compute this config"):
             config.replace(engine=name)
-    assert engine_of(config.replace(engine=expected)).name == expected
+    assert config.replace(engine=expected).resolved_engine.name == expected
 
 
 def test_a_checkpoint_directory_is_read_for_its_architecture(tmp_path):
@@ -53,11 +53,11 @@ def test_a_checkpoint_directory_is_read_for_its_architecture(tmp_path):
         tokenizer.save_pretrained(tmp_path / preset)
     (tmp_path / "junk").mkdir()
     (tmp_path / "junk" / "config.json").write_text("")
-    assert engine_of(RunConfig(init=str(tmp_path / "nano-tiny"))).name == "graph"
-    assert engine_of(RunConfig(init=str(tmp_path / "nano-tiny"), staleness=4, updates_per_step=4)).name == "fast"
+    assert RunConfig(init=str(tmp_path / "nano-tiny")).resolved_engine.name == "graph"
+    assert RunConfig(init=str(tmp_path / "nano-tiny"), staleness=4, updates_per_step=4).resolved_engine.name == "fast"
     for directory, kind in (("nano-moe-tiny", "is a mixture of experts"), ("junk", "is unreadable")):
         config = RunConfig(init=str(tmp_path / directory))
-        assert engine_of(config).name == "reference"
+        assert config.resolved_engine.name == "reference"
         with pytest.raises(ValueError, match=f"lean sampler needs a dense Qwen3 model; the checkpoint in .* {kind}"):
             config.replace(engine="fast")
 

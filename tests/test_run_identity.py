@@ -194,7 +194,6 @@ def test_stored_reference_runs_keep_the_identity_of_the_version_that_made_them()
     import json
     from dataclasses import asdict
 
-    from rlbook.engines import engine_of
     from rlbook.runs import reference_root
     from rlbook.versions import WARM_START_VERSION
 
@@ -205,7 +204,7 @@ def test_stored_reference_runs_keep_the_identity_of_the_version_that_made_them()
         assert run.path.name.endswith(f"-{run.config.hash(run.training_version)}"), run.path
         values = json.loads((run.path / "config.json").read_text())
         identity = {k: v for k, v in values.items() if k not in ("name", "experiment") and v != default[k]}
-        identity.update(engine=engine_of(run.config).name, training_version=run.training_version,
+        identity.update(engine=run.config.resolved_engine.name, training_version=run.training_version,
                         **({"warm_start_version": WARM_START_VERSION} if values["init"] == "warm" else {}))
         digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:10]
         assert run.path.name.endswith(f"-{digest}"), run.path
@@ -215,10 +214,9 @@ def test_stored_reference_runs_keep_the_identity_of_the_version_that_made_them()
 def test_every_sweep_computes_its_cells_with_one_engine(profile):
     """A verdict compares cells of one sweep: a difference between them must not be partly the engine's."""
     from rlbook import experiments as ex
-    from rlbook.engines import default_engine
 
     for name in ex.SWEEPS:
-        engines = {c.engine if c.engine != "auto" else default_engine(c) for c in ex.sweep(name, profile)}
+        engines = {c.resolved_engine.name for c in ex.sweep(name, profile)}
         assert len(engines) == 1, (name, engines)
 
 
