@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-LIMIT_MIB = 403  # 397.7 MiB after 02_staleness, 02_slow_drift, 04_lopti_arithmetic and 01_grpo were sealed, plus room
+LIMIT_MIB = 408  # 397.7 MiB after 02_staleness, 02_slow_drift, 04_lopti_arithmetic and 01_grpo were sealed; 402.2 with
+# chapter 3's fixed-rate runs of the same session (sealed, about 0.23 MB each), plus room for that sweep's remaining 36 runs
 
 
 def tracked_bytes() -> int:
