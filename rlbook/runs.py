@@ -60,6 +60,11 @@ class Run:
     path: Path
 
     @property
+    def store(self) -> "RunStore":
+        """The RunStore this run is in (runs/<experiment>/<run>: the root two levels up; its warm starts live there)."""
+        return RunStore(self.path.parent.parent)
+
+    @property
     def config(self) -> RunConfig:
         """The run's config (a copy; parsed and checked once per content of config.json: parsed_once)."""
         path = self.path / "config.json"

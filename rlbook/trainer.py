@@ -180,7 +180,7 @@ def train(config: RunConfig, run: Run, progress: bool = True) -> None:
     # the policy, its optimizer and the task that rewards a completion
     set_cpu_threads()
     torch.manual_seed(stream_seed("init", config.seed))
-    model, tokenizer = init_policy(config, RunStore(run.path.parent.parent), progress)
+    model, tokenizer = init_policy(config, run.store, progress)
     task = make_task(config.task, **config.task_params)
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=config.lr,
                                   weight_decay=config.weight_decay)

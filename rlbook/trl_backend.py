@@ -219,7 +219,7 @@ def _train(config: RunConfig, run: Run, progress: bool) -> None:
     run.truncate(-1)
     set_cpu_threads()
     torch.manual_seed(stream_seed("init", config.seed))  # as rlbook's trainer: the same adapter init
-    model, tokenizer = init_policy(config, RunStore(run.path.parent.parent), progress)
+    model, tokenizer = init_policy(config, run.store, progress)
     task = make_task(config.task, **config.task_params)
     max_new = config.max_new_tokens or completion_budget(task, tokenizer)
     eval_set = evaluation_problems(config.task, config.task_params, config.eval_size)

@@ -20,7 +20,7 @@ from ..experiments import (ARITHMETIC_AR_ALPHA, LOPTI_VARIANTS, lopti_arithmetic
 from ..objectives import advantage_reweight, policy_loss
 from ..profiles import resolve_profile
 from ..rollout import rollout
-from ..runs import RunStore, write_json
+from ..runs import write_json
 from ..tasks import make_task
 from ..losspath import response_logits, token_logprobs
 from ..trainer import init_policy
@@ -58,7 +58,7 @@ def variant_of(config: RunConfig) -> str:
 
 def load_trained_policy(run):
     """The run's final policy: its config's starting policy plus the trainable (LoRA) weights of its checkpoint."""
-    model, tokenizer = init_policy(run.config, RunStore(run.path.parent.parent), progress=False)
+    model, tokenizer = init_policy(run.config, run.store, progress=False)
     result = model.load_state_dict(read_weights(run.path), strict=False)  # the frozen base weights are not stored
     if result.unexpected_keys:
         raise ValueError(f"{location(run.path)} has weights this model lacks: {result.unexpected_keys[:3]}")
