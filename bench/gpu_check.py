@@ -122,8 +122,7 @@ def train_check(engine: str, out: Path, preset: str = "qwen3-1.7b-random", devic
                        prompts_per_step=4, group_size=8, total_updates=4, eval_every=4, eval_size=16, eval_samples=1,
                        checkpoint_every=2, lr=1e-5, **TRAIN_CASES[engine])
     assert config.resolved_engine.name == engine, f"engine auto picks {config.resolved_engine.name}, not {engine}"
-    rlbook.trainer.group_advantages = spread_advantages
-    append, interrupted = Run.append, []
+    group_advantages, append, interrupted = rlbook.trainer.group_advantages, Run.append, []
 
     def interrupt_once(run, row):  # Ctrl-C after update 3's row: the run resumes from its checkpoint at update 2
         append(run, row)
@@ -134,14 +133,17 @@ def train_check(engine: str, out: Path, preset: str = "qwen3-1.7b-random", devic
     store, cuda = RunStore(out / "runs"), device == "cuda"
     if cuda:
         torch.cuda.reset_peak_memory_stats()
-    Run.append = interrupt_once
+    rlbook.trainer.group_advantages, Run.append = spread_advantages, interrupt_once
     try:
-        run_or_load(config, store, progress=False, references=False)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        Run.append = append
-    run = run_or_load(config, store, progress=False, references=False)
+        try:
+            run_or_load(config, store, progress=False, references=False)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            Run.append = append
+        run = run_or_load(config, store, progress=False, references=False)
+    finally:  # a caller in the same process (the tests) trains with the real advantages afterwards
+        rlbook.trainer.group_advantages = group_advantages
     rows = run.metrics
     assert interrupted and run.complete and [r["update"] for r in rows] == [0, 1, 2, 3, 4], [r["update"] for r in rows]
     assert run.meta["resumed_at"] == 2 and all(r["grad_norm"] > 0 for r in rows[1:]), rows

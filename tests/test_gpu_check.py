@@ -75,7 +75,11 @@ def test_a_step_past_its_limit_is_killed_with_its_process_group(tmp_path):
 @pytest.mark.parametrize("engine", list(gpu_check.TRAIN_CASES))
 def test_the_train_step_trains_resumes_and_picks_its_engine(tmp_path, engine):
     """train_1.7b_<engine> at nano-tiny's size on the CPU: the engine auto picks, an interrupted run resumed."""
+    import rlbook.trainer
+
+    advantages = rlbook.trainer.group_advantages
     result = gpu_check.train_check(engine, tmp_path, preset="nano-tiny", device="cpu")
+    assert rlbook.trainer.group_advantages is advantages  # the spread stand-in stays inside the check
     assert result["engine"] == engine and result["resumed_at"] == 2 and result["updates"] == 4
     assert result["loss_path"] == {"graph": "reference", "fast": "shared", "reference": "chunked"}[engine]
     assert result["s_per_update"] > 0 and result["estimate_gib"] > 0
