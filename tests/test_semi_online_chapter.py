@@ -126,3 +126,16 @@ def test_sync_scale_reads_the_drift_before_each_sync(tmp_path):
     table = ch7.sync_scale_table(runs)
     assert "| grpo | sync every 4 | 100.0% (4 of 4) | 4.000 ± 0.000 (n=3) | 0.000 ± 0.000 (n=3) |" in table
     assert "| grpo | offline | whole run |" in table and "online |" not in table.replace("minus online |", "")
+
+
+def test_the_matched_sweep_syncs_at_the_papers_share_of_the_run():
+    """issue 40: the paper's s = 100 as a share of its run (proxy: 1,000 steps, 10%) is 40 of our 400 updates; DPO's
+    five seeds first, then GRPO's, each the stored sync-100 cell with only the interval (and its name) changed."""
+    configs = sweep("semi_online_matched", "cpu")
+    assert [(c.objective, c.seed) for c in configs] == [(o, s) for o in ("dpo", "grpo") for s in range(5)]
+    assert {c.sync_every for c in configs} == {40} and {c.total_updates for c in configs} == {400}
+    stored = {(c.objective, c.seed): c.to_dict() for c in sweep("semi_online", "cpu") if c.sync_every == 100}
+    for c in configs:
+        a, b = c.to_dict(), stored[c.objective, c.seed]
+        assert {k for k in a if a[k] != b[k]} == {"sync_every", "name"}
+    assert {c.sync_every for c in sweep("semi_online_matched", "smoke")} == {3}  # 10% of the smoke profile's 30
