@@ -124,8 +124,10 @@ def test_sync_scale_reads_the_drift_before_each_sync(tmp_path):
     with pytest.raises(ValueError, match="no lagging batches"):
         ch7.drift_before_sync(next(r for r in runs if r.config.sync_every == 1))
     table = ch7.sync_scale_table(runs)
-    assert "| grpo | sync every 4 | 100.0% (4 of 4) | 4.000 ± 0.000 (n=3) | 0.000 ± 0.000 (n=3) |" in table
-    assert "| grpo | offline | whole run |" in table and "online |" not in table.replace("minus online |", "")
+    row = "| grpo | sync every 4 | 100.0% (4 of 4) | 1000 | 4.000 ± 0.000 (n=3) | 0.000 ± 0.000 (n=3) |"
+    assert row in table  # 4 of 4 updates: the whole of a 1,000-step run
+    assert "| grpo | offline | whole run | ∞ (offline) |" in table
+    assert "online |" not in table.replace("minus online |", "")  # no row for online itself
 
 
 def test_the_matched_sweep_syncs_at_the_papers_share_of_the_run():

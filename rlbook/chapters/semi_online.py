@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from .. import stats
-from ..experiments import DEFAULT_TAU
+from ..experiments import DEFAULT_TAU, PAPER_RUN_STEPS_PROXY
 from .run_groups import aggregate, finish, group_runs
 from . import tables
 from .style import METRICS as STYLE_METRICS
@@ -191,18 +191,21 @@ def _score(runs) -> stats.Estimate:
 
 def sync_scale_table(runs) -> str:
     """Markdown: per objective and sync interval (semi-online and offline), the interval as a share of the run's
-    updates and the drift the policy reaches from its generator before a sync (M2 / tau, seed mean ± s.e.), beside
-    the score's distance from online."""
-    rows = ["| objective | sync interval | share of the run | M2 / tau before a sync | score minus online |",
-            "|---|---|---|---|---|"]
+    updates, the paper's interval at that share of a run of PAPER_RUN_STEPS_PROXY steps (a proxy: the paper's run
+    length is not known to us), and the drift the policy reaches from its generator before a sync (M2 / tau, seed
+    mean ± s.e.), beside the score's distance from online."""
+    paper_column = f"the paper's s at that share (a {PAPER_RUN_STEPS_PROXY:,}-step run)"
+    rows = [f"| objective | sync interval | share of the run | {paper_column} | M2 / tau before a sync | score minus "
+            "online |", "|---|---|---|---|---|---|"]
     groups = grouped(runs)
     for (objective, sync), seeds in groups.items():
         if sync == 1:
             continue
         updates = seeds[0].config.total_updates
         share = "whole run" if sync == 0 else f"{sync / updates:.1%} ({sync} of {updates})"
+        paper = "∞ (offline)" if sync == 0 else f"{sync / updates * PAPER_RUN_STEPS_PROXY:g}"
         drift = tables.over_seeds(drift_before_sync)(seeds)
         online = groups.get((objective, 1))
         gap = "–" if not online else str(_score(seeds) - _score(online))
-        rows.append(f"| {objective} | {sync_label(sync)} | {share} | {drift} | {gap} |")
+        rows.append(f"| {objective} | {sync_label(sync)} | {share} | {paper} | {drift} | {gap} |")
     return "\n".join(rows)
