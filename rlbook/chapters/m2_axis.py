@@ -144,6 +144,7 @@ def axis_figure(fixed: list[Cell], pool: list) -> plt.Figure:
             label="M2PO's mask on those batches (Algorithm 1)")
     ax.plot(x[shown & (mask == 0)], np.full((shown & (mask == 0)).sum(), 0.0), "v", color="tab:green", alpha=0.6,
             clip_on=False, transform=ax.get_xaxis_transform(), label="M2PO's mask there: none in the bin")
+    grpo_order = sorted(c.staleness for c in fixed if c.objective == "grpo")
     for cell in fixed:
         m2, share = cell.m2(), cell.share()
         color, marker = ("tab:blue", "o") if cell.objective == "grpo" else ("tab:green", "D")
@@ -152,8 +153,11 @@ def axis_figure(fixed: list[Cell], pool: list) -> plt.Figure:
             continue
         ax.errorbar(m2.mean, 100 * share.mean, xerr=m2.se, yerr=100 * share.se, marker=marker, color=color,
                     fillstyle="full" if cell.staleness else "none", ms=8, capsize=3, ls="none")
+        # GRPO's points sit close along its curve: their labels alternate above-left and below-right of them
+        dx, dy, ha = ((-6, 6, "right"), (6, -14, "left"))[grpo_order.index(cell.staleness) % 2] \
+            if cell.objective == "grpo" else (6, -12, "left")
         ax.annotate(f"s={cell.staleness}", (m2.mean, 100 * share.mean), textcoords="offset points",
-                    xytext=(6, 6 if cell.objective == "grpo" else -12), fontsize=10, color=color)
+                    xytext=(dx, dy), ha=ha, fontsize=10, color=color)
     if fixed:
         ax.plot([], [], "o", color="tab:blue", label=f"GRPO clips, lr {rate(fixed[0].lr)} (hollow: s = 0)")
         ax.plot([], [], "D", color="tab:green", label=f"M2PO masks, lr {rate(fixed[0].lr)}")
