@@ -200,8 +200,10 @@ def test_cli_exports_says_what_it_did(tmp_path, capsys):
     assert "--overwrite" in capsys.readouterr().err
     assert cli.main(["export", str(run.path), "--to", "areal", "--out", out, "--overwrite"]) == 0
     assert capsys.readouterr().out.split()[0] == "replaced"
+    refused = [o for o in export("07_semi_online", "verl", tmp_path / "direct") if o.status == "refused"]
+    assert refused and all("-dpo-" in o.path.name for o in refused)  # verl has no DPO: each DPO setting is refused
     assert cli.main(["export", "07_semi_online", "--to", "verl", "--out", out]) == 0
-    assert sum(line.startswith("refused ") for line in capsys.readouterr().out.splitlines()) == 4
+    assert sum(line.startswith("refused ") for line in capsys.readouterr().out.splitlines()) == len(refused)
     with pytest.raises(SystemExit) as stop:
         cli.main(["export", str(run.path), "--to", "deepspeed"])
     assert stop.value.code == 2 and "invalid choice: 'deepspeed'" in capsys.readouterr().err
