@@ -37,7 +37,8 @@ PAPER = M2PO_REMOVED_TOKENS.values
 
 def stale_rows(run) -> list[dict]:
     """The rows of a run's stale batches: updates after the first `staleness` that record an M2."""
-    return [row for row in run.metrics if row.get("update", 0) > run.config.staleness and row.get("m2") is not None]
+    staleness = run.config.staleness  # read once: each read of run.config is a copy
+    return [row for row in run.metrics if row.get("update", 0) > staleness and row.get("m2") is not None]
 
 
 def stale_share(run, key: str) -> float:
