@@ -184,7 +184,15 @@ def convert_store(d):
            + ", ".join(f"{name} {mb:.1f} MB" for name, mb in kept.items()))
 
 
-FIGURES = {f.__name__: f for f in (convert_store, fidelity, fuzz_inputs, learning_gain, lora_step, objectives_table, paper_dry_run,
+def book_build(d):
+    """A fresh `make book`, before and after a change to the store: wall seconds, and each chapter's replay."""
+    for label, m in d["measurements"].items():
+        chapters = ", ".join(f"{name.split('_')[0]} {s}" for name, s in m["chapters_s"].items())
+        yield f"{label}: {g(m['wall_s'])} s wall ({chapters}; render {m['render_s']} s)"
+    yield f"speed-up: {g(d['speedup_wall'])}x"
+
+
+FIGURES = {f.__name__: f for f in (book_build, convert_store, fidelity, fuzz_inputs, learning_gain, lora_step, objectives_table, paper_dry_run,
                                    paper_memory, pilots, prefix_sharing, profile_trainer, static_sampling, vs_trl,
                                    gpu_check, check_exports, trl_chapter1, ratio_op, ratio_op_agreement, cli_speed)} | {"router_pilots": pilots}
 
@@ -206,7 +214,10 @@ def section(folder: Path) -> str:
     program, _, arguments = d.get("command", "").partition(" ")
     if program.startswith("/") and "/bench/" in program:  # run as an absolute path: shown from the repository root
         program = "bench/" + program.split("/bench/", 1)[1]
-    program = "python -m pytest" if program.endswith("pytest/__main__.py") else f"python {program}"
+    if program.endswith("pytest/__main__.py"):
+        program = "python -m pytest"
+    elif program.endswith(".py"):
+        program = f"python {program}"  # a shell command (the book's build time) is shown as it was typed
     when, env = stamp(path), d.get("environment", {})
     return "\n".join([f"## {folder.name}", "", f"`{program} {arguments}`".replace(" `", "`"), "",
                       f"Latest: [{path.name}](results/{folder.name}/{path.name}) ({when[:4]}-{when[4:6]}-{when[6:8]}, "
