@@ -47,6 +47,12 @@ def ch4(variant: str = "grpo", seed: int = 0, **changes):
 
 
 KK_FAST = dict(engine="fast")
+KK2_WARM = dict(lr=5e-4, total_updates=400, eval_every=50, eval_samples=1, **KK_FAST,
+                task_params={"num_people": 2, "scratchpad": True},
+                warm_start={**KNIGHTS_KNAVES["warm_start"], "target_accuracy": 0.3})
+# chapter 4's warm start (2-3 people, scratchpad), copied under runs/pilots (ignored by git) for the round-6 pilots
+KK_WARM_COPY = str(Path(__file__).resolve().parents[1] / "runs" / "pilots" / "kk-warmstart"
+                   / "nano-small-knights_knaves-a2e7098baf" / "final")
 
 # name -> list of (label, config)
 SETS = {
@@ -112,6 +118,26 @@ SETS = {
         (f"kk grpo lr1e-3 warm0.15 seed{seed}", ch4("grpo", seed, lr=1e-3, eval_every=50, eval_samples=1, **KK_FAST,
                                                     warm_start={**KNIGHTS_KNAVES["warm_start"], "target_accuracy": 0.15}))
         for seed in (0, 1, 2)
+    ],
+    # Chapter 4, round 6 (issue 40: a K&K setting where GRPO gains >= 0.10). The chapter's warm start, broken down on the
+    # evaluation set (kk-headroom.md): greedy 0.513 on 2-person puzzles and 0.033 on 3-person ones, where 231 of 270
+    # answers are unparsable (a person's name miscopied) and 8 samples solve 11.5% of the puzzles at least once (2
+    # people: 83%); 88% of 3-person groups have no reward spread. GRPO on 2-person puzzles only, from the same warm
+    # start (a copy of data/runs/warmstart/<its key>/final under runs/pilots, so a conversion of data/runs cannot
+    # move it mid-run): does the gain reach 0.10 where the model has headroom and signal?
+    "kk-2people": lambda: [
+        (f"kk2 grpo lr5e-4 300u seed{seed}", ch4("grpo", seed, lr=5e-4, total_updates=300, eval_every=50,
+                                                  eval_samples=1, init=KK_WARM_COPY, **KK_FAST,
+                                                  task_params={"num_people": 2, "scratchpad": True}))
+        for seed in (0,)
+    ],
+    # ... from the chapter's warm start GRPO on 2-person puzzles gained +0.083 (0.526 -> 0.609; +0.098 at update 150),
+    # sampled 0.324 -> 0.559: it sharpens toward its greedy answer, which stops near 0.62. A warm start of its own on
+    # 2-person puzzles with the chapter's rule (stop at 30% on the validation split), more headroom below the same
+    # ceiling, 400 updates; and the setting a sweep can name (a run's warm start is keyed by its puzzles; a checkpoint
+    # path would put the machine's directory in the run's identity)
+    "kk-2people-warm": lambda: [
+        (f"kk2 grpo lr5e-4 400u warm2p0.3 seed{seed}", ch4("grpo", seed, **KK2_WARM)) for seed in (0,)
     ],
     # Chapter 7: does online DPO learn the arithmetic task at all (rate and beta), and does offline GRPO fall behind?
     "semi-online": lambda: [
