@@ -446,7 +446,8 @@ SWEEPS.update(fixed_rate=fixed_rate_sweep, fixed_rate_bf16=fixed_rate_bf16_sweep
 
 # The long horizon's trust region (chapter 2, issue 40): prosperity compares no trust region with GRPO and M2PO at the
 # same staleness, so each cell of 02_collapse_long gets on-policy GRPO, GRPO and M2PO at its staleness, with the same
-# rate, horizon, unclipped gradients and fine-tuning. Defined, not yet trained (about 30 CPU-hours on a quiet core).
+# rate, horizon, unclipped gradients and fine-tuning. 30 runs, about 4 CPU-hours (the no-trust-region runs of the set took
+# 383-471 s each on a quiet core; bench/reference_runs.py --sweep collapse_long_trust).
 COLLAPSE_LONG_TRUST = (("grpo", 0), ("grpo", None), ("m2po", None))  # None: the set's staleness
 
 
