@@ -139,6 +139,14 @@ SETS = {
     "kk-2people-warm": lambda: [
         (f"kk2 grpo lr5e-4 400u warm2p0.3 seed{seed}", ch4("grpo", seed, **KK2_WARM)) for seed in (0,)
     ],
+    # ... from its own warm start (greedy 0.418) GRPO rose to 0.546 at update 200 (+0.128), then fell (0.520, 0.510,
+    # 0.482 at 300-400): score 0.504, +0.086. 250 updates end on the plateau (evaluations 0.538, 0.542, 0.546 at
+    # 150-250 in that run). The budget is chosen from seed 0's curve, so seed 0 is in-sample: seeds 1 and 2 first
+    # (the test), then seed 0 at 250 updates for the record (the same trajectory: no learning-rate schedule)
+    "kk-2people-warm-250": lambda: [
+        (f"kk2 grpo lr5e-4 250u warm2p0.3 seed{seed}", ch4("grpo", seed, **{**KK2_WARM, "total_updates": 250}))
+        for seed in (1, 2, 0)
+    ],
     # Chapter 7: does online DPO learn the arithmetic task at all (rate and beta), and does offline GRPO fall behind?
     "semi-online": lambda: [
         ("dpo online lr5e-4 b0.1", semi_online_run("cpu", "dpo", 1, total_updates=200)),
