@@ -486,3 +486,33 @@ def semi_online_matched_sweep(profile: str = "auto") -> list[RunConfig]:
 
 
 SWEEPS.update(semi_online_matched=semi_online_matched_sweep)
+
+
+# Chapter 4 where GRPO learns Knights and Knaves (issue 40). On the 2-3-person puzzles GRPO gains about 0.05: the
+# warm start solves 51% of the 2-person puzzles and 3% of the 3-person ones, where 88% of the groups of 8 hold no
+# correct answer to learn from (bench/results/pilots/kk-headroom.md). On 2-person puzzles, with a warm start of their
+# own by the chapter's rule (stopped at 30% on the validation split), GRPO at lr 5e-4 gained +0.094 and +0.119 in 250
+# updates (seeds 1 and 2, pilots-kk-2people-warm-250-*.json) and +0.124 at seed 0 (whose curve chose the 250, then
+# fell to +0.086 at 400): 0.112 +- 0.009 over three seeds, at the 0.10 the issue asks, within two s.e. of it, and
+# twice the mix's gain. The five variants there, 5 seeds, seed by seed (04_lopti_kk). Defined, not trained yet.
+LOPTI_KK_PEOPLE = 2
+LOPTI_KK_BUDGET = {"cpu": dict(total_updates=250, lr=5e-4)}
+
+
+def lopti_kk_run(profile: str = "auto", variant: str = "grpo", seed: int = 0, **changes) -> RunConfig:
+    """Chapter 4 on Knights and Knaves of LOPTI_KK_PEOPLE people (04_lopti_kk): lopti_run's settings, the cpu
+    profile's budget from the pilots that found GRPO's gain there."""
+    profile = resolve_profile(profile)
+    config = lopti_run(profile, variant, seed)
+    values = {"task_params": {**config.task_params, "num_people": LOPTI_KK_PEOPLE}, **LOPTI_KK_BUDGET.get(profile, {}),
+              "experiment": "04_lopti_kk", "name": f"{variant}-kk{LOPTI_KK_PEOPLE}-{profile}-seed{seed}"}
+    return config.replace(**{**values, **changes})
+
+
+def lopti_kk_sweep(profile: str = "auto") -> list[RunConfig]:
+    """Chapter 4: the five variants on LOPTI_KK_PEOPLE-person puzzles, every decisive seed, seed by seed."""
+    profile = resolve_profile(profile)
+    return [lopti_kk_run(profile, v, seed) for seed in DECISIVE_SEEDS[profile] for v in LOPTI_VARIANTS]
+
+
+SWEEPS.update(lopti_kk=lopti_kk_sweep)
