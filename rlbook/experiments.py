@@ -446,8 +446,9 @@ SWEEPS.update(fixed_rate=fixed_rate_sweep, fixed_rate_bf16=fixed_rate_bf16_sweep
 
 # The long horizon's trust region (chapter 2, issue 40): prosperity compares no trust region with GRPO and M2PO at the
 # same staleness, so each cell of 02_collapse_long gets on-policy GRPO, GRPO and M2PO at its staleness, with the same
-# rate, horizon, unclipped gradients and fine-tuning. 30 runs, about 4 CPU-hours (the no-trust-region runs of the set took
-# 383-471 s each on a quiet core; bench/reference_runs.py --sweep collapse_long_trust).
+# rate, horizon, unclipped gradients and fine-tuning. 30 runs (bench/reference_runs.py --sweep collapse_long_trust): the
+# set's no-trust-region runs took 383-471 s each on a quiet core, its trust-region runs 20-30 min each on 2 cores shared
+# by 3-4 processes.
 COLLAPSE_LONG_TRUST = (("grpo", 0), ("grpo", None), ("m2po", None))  # None: the set's staleness
 
 
