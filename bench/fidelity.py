@@ -47,9 +47,10 @@ CHAPTERS = {
                                                                          verdicts.staleness_signatures),
     "02 the drift ladder (five learning rates, staleness scaled by the inverse)": (
         "sweep:drift_ladder", lambda runs: drift_ladder.signatures(drift_ladder.rungs(runs))),
-    "02 no trust region over 3x the updates, unclipped gradients, LoRA (long horizon)": (
+    "02 no trust region vs GRPO and M2PO over 3x the updates, unclipped gradients, LoRA (long horizon)": (
         ("02_collapse_long", lambda runs: select(runs, finetune="lora")), verdicts.long_collapse_signatures),
-    "02 no trust region over 3x the updates, unclipped gradients, full fine-tuning (long horizon)": (
+    "02 no trust region vs GRPO and M2PO over 3x the updates, unclipped gradients, full fine-tuning "
+    "(long horizon)": (
         ("02_collapse_long", lambda runs: select(runs, finetune="full")), verdicts.long_collapse_signatures),
     "03 clip vs mask (M2PO)": ("02_staleness", lambda runs: verdicts.clip_mask_signatures(staleness_sweep(runs))
                                + verdicts.entropy_signature(staleness_sweep(runs))
