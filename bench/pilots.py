@@ -24,6 +24,7 @@ from rlbook.experiments import (KNIGHTS_KNAVES, drift_ladder_sweep, grpo_from_sc
                                router_run, semi_online_run, stale_run)
 from rlbook.obtain import run_or_load  # noqa: E402
 from rlbook.runs import RunStore, default_root  # noqa: E402
+from rlbook.trainer import warm_start_of  # noqa: E402
 
 PILOT_UPDATES = 400
 
@@ -50,9 +51,6 @@ KK_FAST = dict(engine="fast")
 KK2_WARM = dict(lr=5e-4, total_updates=400, eval_every=50, eval_samples=1, **KK_FAST,
                 task_params={"num_people": 2, "scratchpad": True},
                 warm_start={**KNIGHTS_KNAVES["warm_start"], "target_accuracy": 0.3})
-# chapter 4's warm start (2-3 people, scratchpad), copied under runs/pilots (ignored by git) for the round-6 pilots
-KK_WARM_COPY = str(Path(__file__).resolve().parents[1] / "runs" / "pilots" / "kk-warmstart"
-                   / "nano-small-knights_knaves-a2e7098baf" / "final")
 
 # name -> list of (label, config)
 SETS = {
@@ -123,11 +121,11 @@ SETS = {
     # evaluation set (kk-headroom.md): greedy 0.513 on 2-person puzzles and 0.033 on 3-person ones, where 231 of 270
     # answers are unparsable (a person's name miscopied) and 8 samples solve 11.5% of the puzzles at least once (2
     # people: 83%); 88% of 3-person groups have no reward spread. GRPO on 2-person puzzles only, from the same warm
-    # start (a copy of data/runs/warmstart/<its key>/final under runs/pilots, so a conversion of data/runs cannot
-    # move it mid-run): does the gain reach 0.10 where the model has headroom and signal?
+    # start (the chapter's, shipped in data/runs/warmstart; the recorded pilot read a copy of it under runs/pilots):
+    # does the gain reach 0.10 where the model has headroom and signal?
     "kk-2people": lambda: [
         (f"kk2 grpo lr5e-4 300u seed{seed}", ch4("grpo", seed, lr=5e-4, total_updates=300, eval_every=50,
-                                                  eval_samples=1, init=KK_WARM_COPY, **KK_FAST,
+                                                  eval_samples=1, init=str(warm_start_of(ch4())), **KK_FAST,
                                                   task_params={"num_people": 2, "scratchpad": True}))
         for seed in (0,)
     ],
