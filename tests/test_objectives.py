@@ -166,8 +166,9 @@ def test_m2po_areal_mask_is_the_literal_loop(d, tau, data):
     prox = blogp + torch.tensor([d], dtype=F64)
     _, flags = policy_loss("m2po_areal", logp, blogp, adv, mask, prox_logp=prox, tau=tau)
     kept = (~flags["masked"][0] & mask[0].bool()).tolist()
-    expected = areal_keep_literal(d, valid, tau)
-    ties = len({x * x for x in d}) < len(d)  # equal squares: which one drops first is an order choice
+    drift = (prox - blogp)[0].tolist()  # the drift the objective sees: 1.0 + 0.4 - 1.0 is not 0.4 in floats
+    expected = areal_keep_literal(drift, valid, tau)
+    ties = len({x * x for x in drift}) < len(drift)  # equal squares: which one drops first is an order choice
     assert sum(kept) == sum(expected) and (ties or kept == expected)
 
 
