@@ -9,12 +9,12 @@ the same priorities side by side. A run already stored under this code's trainin
 interrupted one resumes (rlbook.runs). Runs land in data/runs/<experiment>/, where a run made by an older training
 version stays until its successor is stored (the book labels such runs; git keeps their history once removed).
 
-What a finished run ships: its config, metrics and meta, from which the book replays it. Its checkpoint (state.pt:
-the trainable weights, Adam's moments, the stale-batch queue, the random stream) is what resuming needs, and a
-finished run never resumes, so it is cut to the final trainable weights where a chapter reads them (WEIGHTS_READ)
-and removed elsewhere (where the weights are kept, chapter 4's accuracy by puzzle size is evaluated from them and
-cached in the run, so the book never evaluates): the optimizer alone is two thirds of a LoRA run's 2.2 MB, and a fully fine-tuned MoE's
-checkpoint is tens of MB, more than a session's commits may carry for 20 runs.
+What a finished run ships: its config, metrics and meta, from which the book replays it. Its checkpoint
+(state.safetensors: the trainable weights, Adam's moments, the stale-batch queue, the random stream) is what resuming
+needs, and a finished run never resumes, so it is removed. The one thing a chapter computes from a run's final weights,
+chapter 4's accuracy by puzzle size (EVALUATED_AT_SHIP), is evaluated before the checkpoint goes and cached in the run
+as accuracy_by_people.json, which is all the book reads: a reader who wants the weights retrains the run from its
+config. (Keeping them cost about 0.7 MB a LoRA run and tens of MB a fully fine-tuned MoE, in every clone for ever.)
 """
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ from rlbook.runs import RunStore, reference_root
 QUEUE = ("grpo", "slow_drift", ("drift_ladder", (0.5, 1.0)), "lopti_arithmetic", ("drift_ladder", (0.25, 2.0)),
          "m2po_variants", "router_replay", "semi_online", "collapse_long", "areal_denominator", "staleness",
          "lopti_half_rate", ("drift_ladder", (0.125,)), "tau", "fast_drift", "lopti")
-WEIGHTS_READ = ("04_lopti",)  # rlbook.chapters.lopti.run_accuracy_by_people reads these (K&K) runs' final weights
+EVALUATED_AT_SHIP = ("04_lopti",)  # rlbook.chapters.lopti.run_accuracy_by_people: these (K&K) runs' accuracy by size
 
 
 RUNG_ORDER = ("grpo", "m2po", "no_clip")  # within a rung: what its M2PO verdicts compare first (no trust region last)
@@ -68,18 +68,14 @@ def queue(profile: str = "cpu", entries: tuple = QUEUE) -> list:
 
 
 def ship(run) -> None:
-    """Cut a finished run's checkpoint to what the book reads (see the module's docstring), written atomically."""
+    """Remove a finished run's checkpoint, after caching what a chapter computes from its final weights (see the
+    module's docstring)."""
     state_path = location(run.path)
     if not run.complete or state_path is None:
         return
-    if run.config.experiment not in WEIGHTS_READ:
-        state_path.unlink()
-        return
-    run_accuracy_by_people(run)  # evaluated now and cached in the run: the book only reads it
-    state = run.read_state()
-    if state["optimizer"] or state["queue"]:
-        run.write_state({"update": state["update"], "model": state["model"], "optimizer": {}, "queue": [],
-                         "generator": None})
+    if run.config.experiment in EVALUATED_AT_SHIP:
+        run_accuracy_by_people(run)  # evaluated now and cached in the run: the book only reads it
+    state_path.unlink()
 
 
 def train_and_ship(config, store: RunStore):

@@ -3,8 +3,8 @@ import json
 import sys
 from pathlib import Path
 
-import torch
 
+from rlbook.chapters.lopti import run_accuracy_by_people
 from rlbook.checkpoint import location
 from rlbook.config import RunConfig
 from rlbook.obtain import run_or_load
@@ -29,18 +29,16 @@ def test_a_run_no_chapter_reads_the_weights_of_ships_no_checkpoint(tmp_path):
     assert location(run.path) is None and run.complete and len(run.metrics) == 3
 
 
-def test_a_run_chapter_4_reads_keeps_only_its_final_weights_and_its_accuracy_by_size(tmp_path):
-    run = trained(tmp_path, reference_runs.WEIGHTS_READ[0], task="knights_knaves",
+def test_a_run_chapter_4_evaluates_by_size_caches_its_accuracy_by_size_then_drops_its_checkpoint(tmp_path):
+    run = trained(tmp_path, reference_runs.EVALUATED_AT_SHIP[0], task="knights_knaves",
                   task_params={"num_people": [2, 3]})
-    before = run.read_state()
-    assert before["optimizer"]["state"]
+    assert location(run.path) is not None
     reference_runs.ship(run)
-    after = run.read_state()  # still a checkpoint the RunStore reads
-    assert after["update"] == before["update"] == 2 and not after["optimizer"] and after["queue"] == []
-    assert after["model"].keys() == before["model"].keys()
-    assert all(torch.equal(after["model"][k], before["model"][k]) for k in before["model"])
+    assert location(run.path) is None and run.complete
     cached = json.loads((run.path / "accuracy_by_people.json").read_text())  # evaluated once, for the book to read
     assert cached["source"] == "state.pt" and set(cached["by_people"]) <= {"2", "3"}
+    assert cached["updates"] == run.meta["updates"]
+    assert run_accuracy_by_people(run, compute=False)["by_people"] == {int(n): a for n, a in cached["by_people"].items()}
 
 
 def test_an_unfinished_run_keeps_its_checkpoint_to_resume_from(tmp_path):
