@@ -61,7 +61,9 @@ CHAPTERS = {
     "03 clip vs mask at one learning rate, staleness walked up (the M2 / tau axis)": ("sweep:fixed_rate_axis",
                                                                                       m2_axis.signatures),
     "04 Lopti / Advantage Reweighting on arithmetic": ("sweep:lopti_arithmetic", verdicts.lopti_signatures),
-    "04 Lopti / Advantage Reweighting on Knights and Knaves": ("04_lopti", verdicts.lopti_signatures),
+    "04 Lopti / Advantage Reweighting on Knights and Knaves, 2-3 people": ("04_lopti", verdicts.lopti_signatures),
+    "04 Lopti / Advantage Reweighting on Knights and Knaves, 2 people": (
+        "sweep:lopti_kk", verdicts.lopti_signatures),
     "05 checkpoint merging (PMA)": (pma.REFERENCE_EXPERIMENT, merging_verdicts.merging_signatures),
     "06 router replay (R3)": ("06_router_replay", verdicts.router_replay_signatures),
     "07 semi-online RL": ("07_semi_online", verdicts.semi_online_signatures),

@@ -231,19 +231,22 @@ def test_one_verdict_table_names_each_task_in_its_claims(tmp_path):
                 run = Run(tmp_path / task / f"{variant}-{seed}")
                 run.path.mkdir(parents=True)
                 alpha = ARITHMETIC_AR_ALPHA if task == "arithmetic" and alpha else alpha
-                config = RunConfig(**{**TINY, "task": task, "task_params": {}}, seed=seed, ar_alpha=alpha,
+                params = {"num_people": [2, 3]} if task == "knights_knaves" else {}
+                config = RunConfig(**{**TINY, "task": task, "task_params": params}, seed=seed, ar_alpha=alpha,
                                    lopti_eta=eta, total_updates=30)
                 write_json(run.path / "config.json", config.to_dict())
                 for update in (0, 10, 20, 30):
                     run.append({"update": update, "eval_greedy_acc": 0.3 + 0.001 * update + 0.01 * seed})
                 out.append(run)
-        return RunSet(out)
+        return RunSet(out, [run.config for run in out])
 
-    by_task = {"knights_knaves": runs("knights_knaves"), "arithmetic": runs("arithmetic")}
-    claims = [s.claim for s in lopti_figures.verdict_rows(by_task)]
-    assert claims[0] == "GRPO learns Knights and Knaves" and "GRPO learns arithmetic" in claims
-    assert "Knights and Knaves: ar beats GRPO" in claims and "arithmetic: lopti matches GRPO" in claims
+    by_setting = {"knights_knaves": runs("knights_knaves"), "knights_knaves_2people": RunSet([], []),
+                  "arithmetic": runs("arithmetic")}
+    claims = [s.claim for s in lopti_figures.verdict_rows(by_setting)]
+    assert claims[0] == "GRPO learns Knights and Knaves, 2-3 people" and "GRPO learns arithmetic" in claims
+    assert "Knights and Knaves, 2-3 people: ar beats GRPO" in claims and "arithmetic: lopti matches GRPO" in claims
     assert sum(c.count("Knights and Knaves") for c in claims) == 5 and sum(c.startswith("arithmetic") for c in claims) == 3
-    table = lopti_figures.verdict_table(by_task)
-    assert table.startswith("**Knights and Knaves, 30 updates, 2-3 people (the paper: 3-7); arithmetic, 30 updates**")
+    table = lopti_figures.verdict_table(by_setting)  # the empty setting (a profile without it) has no rows
+    assert table.startswith("**Knights and Knaves, 2-3 people, 30 updates (the paper: 3-7 people); "
+                            "arithmetic, 30 updates**")
     assert "(seeds 0-2; all runs made by" in table.splitlines()[0]  # one provenance line over both tasks' runs

@@ -16,7 +16,7 @@ from ..advantages import group_advantages
 from ..config import RunConfig
 from ..evaluate import accuracy, completion_budget, evaluation_problems
 from ..experiments import (ARITHMETIC_AR_ALPHA, LOPTI_VARIANTS, lopti_arithmetic_run, lopti_arithmetic_sweep,
-                           lopti_run, lopti_sweep)
+                           lopti_kk_run, lopti_kk_sweep, lopti_run, lopti_sweep)
 from ..objectives import advantage_reweight, policy_loss
 from ..profiles import resolve_profile
 from ..rollout import rollout
@@ -30,18 +30,23 @@ CACHE = "accuracy_by_people.json"
 ANALYSIS_SEED = 777_000  # puzzles of the per-token analysis: apart from training (>= 1e6) and evaluation streams
 
 
-SWEEPS = {"knights_knaves": (lopti_sweep, lopti_run), "arithmetic": (lopti_arithmetic_sweep, lopti_arithmetic_run)}
+# The chapter's settings: Knights and Knaves of 2-3 people (the first runs), of 2 people (where GRPO gains about 0.1,
+# experiments.lopti_kk_sweep) and arithmetic. {setting: (sweep, run)}.
+SETTINGS = {"knights_knaves": (lopti_sweep, lopti_run), "knights_knaves_2people": (lopti_kk_sweep, lopti_kk_run),
+            "arithmetic": (lopti_arithmetic_sweep, lopti_arithmetic_run)}
 
 
 def sweep_configs(profile: str = "auto", seeds=None, total_updates=None,
-                  task: str = "knights_knaves") -> list[RunConfig]:
-    """The chapter's sweep on a task (`experiments.lopti_sweep` or `lopti_arithmetic_sweep`), optionally with other
-    seeds or a shorter budget."""
-    if task not in SWEEPS:
-        raise ValueError(f"unknown task {task!r} for chapter 4; choose one of: {', '.join(SWEEPS)}")
+                  setting: str = "knights_knaves") -> list[RunConfig]:
+    """The chapter's sweep of a setting (SETTINGS), optionally with other seeds or a shorter budget; empty where the
+    profile does not define the setting (experiments.lopti_kk_sweep)."""
+    if setting not in SETTINGS:
+        raise ValueError(f"unknown setting {setting!r} for chapter 4; choose one of: {', '.join(SETTINGS)}")
     profile = resolve_profile(profile)
-    make_sweep, make_run = SWEEPS[task]
-    configs = make_sweep(profile) if seeds is None else [make_run(profile, v, s) for v in LOPTI_VARIANTS for s in seeds]
+    make_sweep, make_run = SETTINGS[setting]
+    configs = make_sweep(profile)
+    if seeds is not None and configs:
+        configs = [make_run(profile, v, s) for v in LOPTI_VARIANTS for s in seeds]
     return [c if total_updates is None else c.replace(total_updates=total_updates) for c in configs]
 
 

@@ -1,7 +1,7 @@
 """Chapter 4's figures and tables (Lopti / Advantage Reweighting, arXiv 2505.12929).
 
 The per-token analysis as tables, the learning curves, accuracy by puzzle size, the explorer, and the one verdict
-table of both tasks.
+table of every setting.
 """
 from __future__ import annotations
 
@@ -61,8 +61,11 @@ def people_figure(runs, results: list[dict], base: dict | None = None):
 
 
 def curves_figure(runs, metrics=("eval_greedy_acc", "reward"), window: int = 5):
-    """Learning curves, a line per variant (mean over its seeds; training metrics smoothed over `window` updates)."""
+    """Learning curves, a line per variant (mean over its seeds; training metrics smoothed over `window` updates),
+    under the setting's name."""
     fig, axes = plt.subplots(1, len(metrics), figsize=(max(6.5 * len(metrics), 8), 4.6), squeeze=False)
+    if runs:
+        fig.suptitle(setting_name(runs[0].config), fontweight="bold")
     for ax, metric in zip(axes[0], metrics):
         for variant, group in _by_variant(runs).items():
             x, y = _mean_series(group, metric, 1 if metric.startswith("eval") else window)
@@ -115,26 +118,41 @@ def analysis_tables(result: dict, model: str) -> str:
             f"high-p gradients at the weights have cosine {g['param_grad_cosine']:.2f}.\n\n{shares}\n\n{steps}")
 
 
-def verdict_rows(by_task: dict) -> list:
-    """The chapter's one verdict table: `verdicts.lopti_signatures` of each task's runs ({task: runs}), in that
-    order, each claim naming its task ("arithmetic: ar beats GRPO"; "GRPO learns arithmetic" names it already)."""
+def setting_name(config) -> str:
+    """A chapter 4 setting's name: its task's (verdicts.LOPTI_TASK_NAMES), with the puzzle sizes on Knights and
+    Knaves ("Knights and Knaves, 2-3 people")."""
+    name = verdicts.LOPTI_TASK_NAMES[config.task]
+    people = config.task_params.get("num_people") if config.task == "knights_knaves" else None
+    if people is None:
+        return name
+    sizes = sorted(people) if isinstance(people, (list, tuple)) else [people]
+    return f"{name}, {sizes[0]}{f'-{sizes[-1]}' if len(sizes) > 1 else ''} people"
+
+
+def verdict_rows(by_setting: dict) -> list:
+    """The chapter's one verdict table: `verdicts.lopti_signatures` of each setting's runs ({key: RunSet}, in that
+    order), each claim naming its setting ("Knights and Knaves, 2 people: ar beats GRPO"). A setting the profile does
+    not define (an empty sweep: no configs) has no rows."""
     rows = []
-    for task, runs in by_task.items():
-        name = verdicts.LOPTI_TASK_NAMES[task]
-        rows += [s if name in s.claim else dataclasses.replace(s, claim=f"{name}: {s.claim}")
-                 for s in verdicts.lopti_signatures(runs, task)]
+    for runs in by_setting.values():
+        if not runs.configs:
+            continue
+        name = setting_name(runs.configs[0])
+        rows += [s if s.claim.startswith("GRPO learns") else dataclasses.replace(s, claim=f"{name}: {s.claim}")
+                 for s in verdicts.lopti_signatures(runs, runs.configs[0].task, name)]
     return rows
 
 
-def verdict_table(by_task: dict) -> str:
-    """The chapter's one verdict table (`verdict_rows`) under one line naming each task's setting, the seeds of all
-    the runs, the code that made them and how many settings have no stored run."""
-    every = RunSet([run for runs in by_task.values() for run in runs])
-    every.missing = [config for runs in by_task.values() for config in getattr(runs, "missing", [])]
-    settings = "; ".join(f"{verdicts.LOPTI_TASK_NAMES[task]}, {runs.configs[0].total_updates} updates"
-                         + (", 2-3 people (the paper: 3-7)" if task == "knights_knaves" else "")
-                         for task, runs in by_task.items())
-    return tables.verdict_table(verdict_rows(by_task), every, settings)
+def verdict_table(by_setting: dict) -> str:
+    """The chapter's one verdict table (`verdict_rows`) under one line naming each setting and its budget, the seeds
+    of all the runs, the code that made them and how many settings have no stored run."""
+    shown = {key: runs for key, runs in by_setting.items() if runs.configs}
+    every = RunSet([run for runs in shown.values() for run in runs])
+    every.missing = [config for runs in shown.values() for config in getattr(runs, "missing", [])]
+    settings = "; ".join(f"{setting_name(runs.configs[0])}, {runs.configs[0].total_updates} updates"
+                         + (" (the paper: 3-7 people)" if runs.configs[0].task == "knights_knaves" else "")
+                         for runs in shown.values())
+    return tables.verdict_table(verdict_rows(shown), every, settings)
 
 
 def explorer_figure(runs, alpha: float, eta: float, metric: str = "eval_greedy_acc"):

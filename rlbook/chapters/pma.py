@@ -82,8 +82,8 @@ _NANO_SMALL = dict(preset="nano-small", max_steps=2000, decay_steps=200, checkpo
                    focus_n=10, grid=13, continue_steps=100, resume_steps=100, eval_size=500, heldout_size=512)
 # the trajectory is a warm start (rlbook.pretrain), which trains on the CPU unless a run asks for a GPU: every profile
 # trains it there, so the GPU profiles use the CPU-sized model too
-PROFILE_SIZES = {"smoke": dict(preset="nano-tiny"), "cpu": _NANO_SMALL, "standard": _NANO_SMALL,
-                 "paper": _NANO_SMALL}
+PROFILE_SIZES = {"smoke": dict(preset="nano-tiny", repeats=2),  # two data streams: the fewest a spread needs
+                 "cpu": _NANO_SMALL, "standard": _NANO_SMALL, "paper": _NANO_SMALL}
 
 
 def chapter_config(profile: str = "auto", **overrides) -> PMAConfig:

@@ -260,10 +260,10 @@ LOPTI_PAPER = {"knights_knaves": {v: ("beats", f"K&K average accuracy {_KK['grpo
 LOPTI_TASK_NAMES = {"knights_knaves": "Knights and Knaves", "arithmetic": "arithmetic"}
 
 
-def lopti_signatures(runs, task: str | None = None) -> list[Signature]:
-    """Chapter 4 (arXiv 2505.12929), on one task (the runs', or `task` where none is stored yet): GRPO learns it;
-    each variant beats or matches GRPO as the paper reports for that task (LOPTI_PAPER); the reversed order does
-    worse than Lopti."""
+def lopti_signatures(runs, task: str | None = None, name: str | None = None) -> list[Signature]:
+    """Chapter 4 (arXiv 2505.12929), on one task (the runs', or `task` where none is stored yet): GRPO learns it
+    (the row names the setting `name`, by default the task's LOPTI_TASK_NAMES); each variant beats or matches GRPO as
+    the paper reports for that task (LOPTI_PAPER); the reversed order does worse than Lopti."""
     tasks = {run.config.task for run in runs} | ({task} if task else set()) or {"knights_knaves"}
     if len(tasks) > 1 or not tasks <= set(LOPTI_PAPER):
         raise ValueError(f"chapter 4's verdicts compare runs on one task of {sorted(LOPTI_PAPER)}; got {sorted(tasks)}")
@@ -275,7 +275,7 @@ def lopti_signatures(runs, task: str | None = None) -> list[Signature]:
     out = grpo_learns(grpo)
     paper = (f"Qwen2.5-3B: average accuracy {_KK['grpo']:.2f} after GRPO" if task == "knights_knaves"
              else "the comparison needs a task where GRPO learns")
-    out[0] = Signature(f"GRPO learns {LOPTI_TASK_NAMES[task]}", paper, out[0].observed, out[0].verdict)
+    out[0] = Signature(f"GRPO learns {name or LOPTI_TASK_NAMES[task]}", paper, out[0].observed, out[0].verdict)
     for variant, (claim, paper) in LOPTI_PAPER[task].items():
         runs_of = by_variant.get(variant, [])
         compare = _better if claim == "beats" else _matches
