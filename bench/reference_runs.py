@@ -9,12 +9,15 @@ the same priorities side by side. A run already stored under this code's trainin
 interrupted one resumes (rlbook.runs). Runs land in data/runs/<experiment>/, where a run made by an older training
 version stays until its successor is stored (the book labels such runs; git keeps their history once removed).
 
-What a finished run ships: its config, metrics and meta, from which the book replays it. Its checkpoint
-(state.safetensors: the trainable weights, Adam's moments, the stale-batch queue, the random stream) is what resuming
-needs, and a finished run never resumes, so it is removed. The one thing a chapter computes from a run's final weights,
-chapter 4's accuracy by puzzle size (EVALUATED_AT_SHIP), is evaluated before the checkpoint goes and cached in the run
-as accuracy_by_people.json, which is all the book reads: a reader who wants the weights retrains the run from its
-config. (Keeping them cost about 0.7 MB a LoRA run and tens of MB a fully fine-tuned MoE, in every clone for ever.)
+What a finished run ships: its config, its meta and the metrics columns the book reads (SHIPPED_COLUMNS), from
+which the book replays it. Its checkpoint (state.safetensors: the trainable weights, Adam's moments, the stale-batch
+queue, the random stream) is what resuming needs, and a finished run never resumes, so it is removed. The one thing a
+chapter computes from a run's final weights, chapter 4's accuracy by puzzle size (EVALUATED_AT_SHIP), is evaluated
+before the checkpoint goes and cached in the run as accuracy_by_people.json: a reader who wants the weights, or a
+metric the book does not show, retrains the run from its config. (Keeping them cost about 0.7 MB a LoRA run, tens of
+MB a fully fine-tuned MoE, and three quarters of every table, in every clone for ever.)
+
+    python bench/reference_runs.py --trim 03_fixed_rate 02_collapse_long   # cut stored runs to SHIPPED_COLUMNS
 """
 from __future__ import annotations
 
@@ -38,6 +41,36 @@ from rlbook.runs import RunStore, reference_root
 QUEUE = ("grpo", "slow_drift", ("drift_ladder", (0.5, 1.0)), "lopti_arithmetic", ("drift_ladder", (0.25, 2.0)),
          "m2po_variants", "router_replay", "semi_online", "collapse_long", "areal_denominator", "staleness",
          "lopti_half_rate", ("drift_ladder", (0.125,)), "tau", "fast_drift", "lopti")
+# The metrics columns of each experiment that a chapter, its verdicts or the fidelity table reads (besides `update`),
+# measured by building the book and the fidelity table with every read of a run's rows recorded (session 20): the
+# rest of a row (timings, losses, the |r-1| bins of most experiments...) is dropped when a run ships. An experiment not
+# listed keeps every column. A chapter that comes to read another column of stored runs finds it missing (its build
+# fails): add the column here and retrain, or read it from runs that still hold it.
+SHIPPED_COLUMNS = {
+    "01_grpo": ("clip_frac", "entropy", "eval_greedy_acc", "eval_sampled_acc", "reward", "zero_std_frac"),
+    "01_grpo_trl": ("eval_greedy_acc", "reward"),
+    "02_collapse_long": ("eval_greedy_acc", "grad_norm", "m2"),
+    "02_drift_ladder": ("clip_frac", "clip_frac_high", "clip_frac_low", "eval_greedy_acc", "m2", "mask_frac",
+                        "policy_lag", "ratio_bins", "removed_frac_m2po", "tokens_neg_adv", "tokens_pos_adv",
+                        "tokens_zero_adv"),
+    "02_fast_drift": ("eval_greedy_acc", "policy_lag", "reward"),
+    "02_slow_drift": ("clip_frac", "clip_frac_high", "clip_frac_low", "entropy_removed_m2po",
+                      "entropy_removed_m2po_areal", "entropy_removed_m2po_cap", "eval_greedy_acc", "m2", "mask_frac",
+                      "policy_lag", "removed_frac_m2po", "removed_frac_m2po_areal", "removed_frac_m2po_cap", "reward",
+                      "tokens_neg_adv", "tokens_pos_adv", "tokens_zero_adv"),
+    "02_staleness": ("clip_frac", "clip_frac_high", "clip_frac_low", "entropy", "entropy_clipped", "entropy_kept",
+                     "entropy_masked", "eval_greedy_acc", "eval_sampled_acc", "grad_norm", "m2", "m2_kept",
+                     "mask_frac", "policy_lag", "ratio_bins", "removed_frac_m2po", "reward", "tokens_neg_adv",
+                     "tokens_pos_adv", "tokens_zero_adv", "tr_frac"),
+    "03_fixed_rate": ("clip_frac", "eval_greedy_acc", "m2", "mask_frac"),
+    "04_lopti": ("entropy", "eval_greedy_acc", "eval_sampled_acc", "low_prob_frac", "reward"),
+    "04_lopti_arithmetic": ("eval_greedy_acc", "low_prob_frac"),
+    "04_lopti_kk": ("eval_greedy_acc", "low_prob_frac"),
+    "06_router_replay": ("clip_frac", "eval_greedy_acc", "eval_sampled_acc", "f2", "grad_norm", "kl_k3", "reward",
+                         "routing_mismatch"),
+    "07_semi_online": ("eval_greedy_acc", "eval_sampled_acc", "kl_k3", "loss", "m2", "policy_lag", "reward",
+                       "sample_s", "update_s", "zero_std_frac"),
+}
 EVALUATED_AT_SHIP = ("04_lopti",)  # rlbook.chapters.lopti.run_accuracy_by_people: these (K&K) runs' accuracy by size
 
 
@@ -68,14 +101,29 @@ def queue(profile: str = "cpu", entries: tuple = QUEUE) -> list:
 
 
 def ship(run) -> None:
-    """Remove a finished run's checkpoint, after caching what a chapter computes from its final weights (see the
-    module's docstring)."""
-    state_path = location(run.path)
-    if not run.complete or state_path is None:
+    """Remove a finished run's checkpoint, after caching what a chapter computes from its final weights, and cut its
+    table to the columns the book reads (see the module's docstring)."""
+    if not run.complete:
         return
-    if run.config.experiment in EVALUATED_AT_SHIP:
-        run_accuracy_by_people(run)  # evaluated now and cached in the run: the book only reads it
-    state_path.unlink()
+    state_path = location(run.path)
+    if state_path is not None:
+        if run.config.experiment in EVALUATED_AT_SHIP:
+            run_accuracy_by_people(run)  # evaluated now and cached in the run: the book only reads it
+        state_path.unlink()
+    if run.config.experiment in SHIPPED_COLUMNS:
+        run.keep_columns(SHIPPED_COLUMNS[run.config.experiment])
+
+
+def trim(experiments: list[str], store: RunStore) -> None:
+    """Cut every complete stored run of `experiments` to SHIPPED_COLUMNS, saying what each experiment saved."""
+    unknown = [e for e in experiments if e not in SHIPPED_COLUMNS]
+    if unknown:
+        raise SystemExit(f"no SHIPPED_COLUMNS for {unknown}; experiments with a list: {', '.join(SHIPPED_COLUMNS)}")
+    for experiment in experiments:
+        runs = [run for run in store.runs(experiment) if run.complete]
+        saved = sum(run.keep_columns(SHIPPED_COLUMNS[experiment]) for run in runs)
+        print(f"{experiment}: {len(runs)} runs cut to {len(SHIPPED_COLUMNS[experiment]) + 1} columns, "
+              f"{saved / 2**20:.1f} MiB saved", flush=True)
 
 
 def train_and_ship(config, store: RunStore):
@@ -93,9 +141,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--part", default="0/1", help="i/n: this process takes every n-th run, starting at i")
     parser.add_argument("--list", action="store_true", help="print the queue and what is stored, train nothing")
+    parser.add_argument("--trim", nargs="+", metavar="EXPERIMENT",
+                        help="cut these experiments' stored runs to SHIPPED_COLUMNS, train nothing")
     parser.add_argument("--sweep", help="comma-separated sweeps (rlbook.experiments.SWEEPS) to train in this order, not QUEUE")
     args = parser.parse_args()
     store = RunStore(reference_root())
+    if args.trim:
+        return trim(args.trim, store)
     todo = queue(entries=tuple(args.sweep.split(",")) if args.sweep else QUEUE)
     if args.list:
         for i, (name, config) in enumerate(todo):

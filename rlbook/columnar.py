@@ -176,6 +176,19 @@ def decode(data: bytes, path: Path) -> list[dict]:
     return Table(data, path).rows()
 
 
+def identical(a, b) -> bool:
+    """a and b are the same value, NaN included (what a rewritten table must give back of its kept values)."""
+    if isinstance(a, float) and isinstance(b, float):
+        return a == b or (math.isnan(a) and math.isnan(b))
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(identical(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(map(identical, a, b))
+    return a == b
+
+
 def equal_at_precision(stored, back) -> bool:
     """back (read from a table) is stored (a journal's value): equal, or a float equal to its float32 rounding."""
     if isinstance(stored, float) and type(back) is float:

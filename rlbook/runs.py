@@ -158,6 +158,25 @@ class Run:
         journal.unlink()
         return True
 
+    def keep_columns(self, keys) -> int:
+        """Cut a sealed run's table to the metrics `keys` (and `update`), every row kept: a store that ships what its
+        readers read (bench/reference_runs.py). The kept values must read back identical, or the table is restored
+        and CorruptRunError raised. Returns the bytes saved (0 when nothing was cut)."""
+        sealed = self.path / SEALED
+        if not sealed.exists():
+            raise ValueError(f"{self.path}: not sealed; only a sealed run's table is cut")
+        keep, before = {"update", *keys}, sealed.read_bytes()
+        rows = self.metrics
+        cut = [{k: v for k, v in row.items() if k in keep} for row in rows]
+        if all(len(c) == len(row) for c, row in zip(cut, rows)):  # nothing to cut
+            return 0
+        write_atomic(sealed, columnar.encode(cut))
+        back = self.metrics
+        if len(back) != len(cut) or not all(map(columnar.identical, cut, back)):
+            write_atomic(sealed, before)
+            raise CorruptRunError(f"{sealed}: did not read back as the kept columns; restored the table")
+        return len(before) - sealed.stat().st_size
+
     def finish(self, **meta) -> None:
         """Mark the run complete (meta.json, with these values) and seal it."""
         self.update_meta(complete=True, **meta)

@@ -59,3 +59,26 @@ def test_train_and_ship_ships_what_it_trains_and_leaves_a_stored_run_as_committe
     assert location(committed.path) is not None
     assert reference_runs.train_and_ship(committed.config, store).path == committed.path
     assert location(committed.path) is not None  # stored finished before: untouched
+
+
+def test_a_shipped_run_keeps_the_columns_its_chapter_reads(tmp_path):
+    run = trained(tmp_path, "02_collapse_long")
+    rows = run.metrics
+    reference_runs.ship(run)
+    kept = {"update", *reference_runs.SHIPPED_COLUMNS["02_collapse_long"]}
+    assert [row["update"] for row in run.metrics] == [row["update"] for row in rows]
+    assert all(set(after) == set(before) & kept for after, before in zip(run.metrics, rows))
+    assert any(set(before) - kept for before in rows)  # something was cut
+    other = trained(tmp_path, "an_experiment_no_chapter_lists")
+    rows = other.metrics
+    reference_runs.ship(other)  # an experiment without a list keeps every column
+    assert [set(row) for row in other.metrics] == [set(row) for row in rows]
+
+
+def test_every_shipped_column_list_names_columns_a_run_records(tmp_path):
+    run = trained(tmp_path, "02_staleness", objective="m2po")
+    recorded = {key for row in run.metrics for key in row}
+    named = {c for columns in reference_runs.SHIPPED_COLUMNS.values() for c in columns}
+    optional = {"f2", "routing_mismatch", "sample_s", "update_s", "eval_sampled_acc", "entropy_masked"}  # MoE,
+    # semi-online, a second evaluation and a mask's entropy: columns of other kinds of run
+    assert named - recorded - optional == set()  # a misspelt column would silently keep nothing

@@ -217,7 +217,8 @@ def test_every_sweep_computes_its_cells_with_one_engine(profile):
 
     for name in ex.SWEEPS:
         engines = {c.resolved_engine.name for c in ex.sweep(name, profile)}
-        assert len(engines) == 1, (name, engines)
+        defined = profile in ex.SWEEP_PROFILES.get(name, (profile,))  # a sweep calibrated for other profiles is empty
+        assert len(engines) == (1 if defined else 0), (name, engines)
 
 
 def test_the_device_is_in_the_identity_only_when_it_is_a_gpu():

@@ -113,3 +113,30 @@ def test_float_precision_is_chosen_per_column():
     assert not columnar.equal_at_precision({"a": 1}, {"a": 1.0}) and not columnar.equal_at_precision([1], [1, 2])
     assert json.loads(json.dumps(columnar.decode(columnar.encode([{"update": 0, "x": math.inf}]), "t")))[0]["x"] == \
         math.inf
+
+
+def test_a_table_cut_to_some_columns_keeps_every_row_and_their_values_exactly(tmp_path):
+    run = stored_run(RunStore(tmp_path), rows_of_every_kind())
+    run.seal()
+    before, size = run.metrics, (run.path / SEALED).stat().st_size
+    keep = ("eval_greedy_acc", "ratio_bins", "mixed")
+    saved = run.keep_columns(keep)
+    after = run.metrics
+    assert saved == size - (run.path / SEALED).stat().st_size > 0
+    assert [row["update"] for row in after] == [row["update"] for row in before]
+    assert all(set(a) == {k for k in b if k in {"update", *keep}} for a, b in zip(after, before))
+    assert all(columnar.identical(a[k], b[k]) for a, b in zip(after, before) for k in a)  # bit for bit, NaN too
+    assert run.keep_columns(keep) == 0  # nothing left to cut
+
+
+def test_cutting_a_table_refuses_a_journal_and_restores_a_table_that_reads_back_wrong(tmp_path, monkeypatch):
+    run = stored_run(RunStore(tmp_path), rows_of_every_kind())
+    with pytest.raises(ValueError, match="not sealed"):
+        run.keep_columns(["reward"])
+    run.seal()
+    table = (run.path / SEALED).read_bytes()
+    original = columnar.encode
+    monkeypatch.setattr(columnar, "encode", lambda rows: original([{**row, "reward": 0.5} for row in rows]))
+    with pytest.raises(CorruptRunError, match="restored"):
+        run.keep_columns(["reward"])
+    assert (run.path / SEALED).read_bytes() == table
