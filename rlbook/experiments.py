@@ -311,7 +311,7 @@ def lopti_sweep(profile: str = "auto") -> list[RunConfig]:
 # book/calibration_06_router_replay.md) with LoRA on its attention and its routers in full (rlbook.models.add_lora:
 # LoRA has no adapter for the experts' 3-D weights), at the profile's sizes, none of them calibrated.
 ROUTER_BASE = {
-    "smoke": dict(preset="nano-moe-tiny", finetune="full", lr=3e-4, total_updates=40, eval_every=20, eval_size=100),
+    "smoke": dict(preset="nano-moe-tiny", finetune="full", lr=3e-4, total_updates=20, eval_every=10, eval_size=100),
     "cpu": dict(preset="nano-moe", finetune="full", lr=1e-4),
     "standard": dict(preset="olmoe-1b-7b", micro_batch_size=8, rollout_batch_size=64, fused_ratio="chunked"),
     "paper": dict(preset="olmoe-1b-7b"),
@@ -348,7 +348,7 @@ SYNC_EVERY = {"smoke": [1, 10, 0], "cpu": [1, 10, 100, 0], "standard": [1, 10, 1
 SEMI_ONLINE_OBJECTIVES = ("grpo", "dpo")
 # The paper profile's update (a quarter of its 256 prompts per rollout batch) is one rollout batch here, so the
 # intervals of 10 and 100 updates are whole batches; online DPO pairs whole groups in one pass (no micro-batches).
-SEMI_ONLINE_BUDGET = {"smoke": dict(total_updates=30, eval_every=10), "cpu": dict(total_updates=400),
+SEMI_ONLINE_BUDGET = {"smoke": dict(total_updates=20, eval_every=10), "cpu": dict(total_updates=400),
                       "paper": dict(prompts_per_step=64, updates_per_step=1)}
 DPO_PASS = {"micro_batch_size": 0}
 

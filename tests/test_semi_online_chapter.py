@@ -140,4 +140,4 @@ def test_the_matched_sweep_syncs_at_the_papers_share_of_the_run():
     for c in configs:
         a, b = c.to_dict(), stored[c.objective, c.seed]
         assert {k for k in a if a[k] != b[k]} == {"sync_every", "name"}
-    assert {c.sync_every for c in sweep("semi_online_matched", "smoke")} == {3}  # 10% of the smoke profile's 30
+    assert {c.sync_every for c in sweep("semi_online_matched", "smoke")} == {2}  # 10% of the smoke profile's 20
