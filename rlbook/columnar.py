@@ -176,27 +176,25 @@ def decode(data: bytes, path: Path) -> list[dict]:
     return Table(data, path).rows()
 
 
+def _equal(stored, back, floats_equal) -> bool:
+    """stored and back are the same value, nested dicts (same keys, same order) and lists included; two floats are
+    equal by `floats_equal`, or both NaN."""
+    if isinstance(stored, float) and type(back) is float:
+        return floats_equal(stored, back) or (math.isnan(back) and math.isnan(stored))
+    if type(stored) is not type(back):
+        return False
+    if isinstance(stored, dict):
+        return list(stored) == list(back) and all(_equal(stored[k], back[k], floats_equal) for k in stored)
+    if isinstance(stored, list):
+        return len(stored) == len(back) and all(_equal(s, b, floats_equal) for s, b in zip(stored, back))
+    return stored == back
+
+
 def identical(a, b) -> bool:
     """a and b are the same value, NaN included (what a rewritten table must give back of its kept values)."""
-    if isinstance(a, float) and isinstance(b, float):
-        return a == b or (math.isnan(a) and math.isnan(b))
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, dict):
-        return a.keys() == b.keys() and all(identical(a[k], b[k]) for k in a)
-    if isinstance(a, list):
-        return len(a) == len(b) and all(map(identical, a, b))
-    return a == b
+    return _equal(a, b, lambda x, y: x == y)
 
 
 def equal_at_precision(stored, back) -> bool:
     """back (read from a table) is stored (a journal's value): equal, or a float equal to its float32 rounding."""
-    if isinstance(stored, float) and type(back) is float:
-        return back == stored or back == float32(stored) or (math.isnan(back) and math.isnan(stored))
-    if type(stored) is not type(back):
-        return False
-    if isinstance(stored, dict):
-        return list(stored) == list(back) and all(equal_at_precision(stored[k], back[k]) for k in stored)
-    if isinstance(stored, list):
-        return len(stored) == len(back) and all(equal_at_precision(s, b) for s, b in zip(stored, back))
-    return stored == back
+    return _equal(stored, back, lambda s, b: b == s or b == float32(s))
