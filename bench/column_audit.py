@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RECORDER = '''
 import atexit, collections, importlib.machinery, json, os, sys
 READ = collections.defaultdict(set)
+WHOLE = "*"  # a row read whole (iterated): every column it holds counts as read
 
 class Recording(dict):
     def __getitem__(self, key):
@@ -38,6 +39,25 @@ class Recording(dict):
     def __contains__(self, key):
         READ[self.experiment].add(key)
         return dict.__contains__(self, key)
+
+    def _whole(self):
+        READ[self.experiment].add(WHOLE)
+
+    def items(self):
+        self._whole()
+        return dict.items(self)
+
+    def keys(self):
+        self._whole()
+        return dict.keys(self)
+
+    def values(self):
+        self._whole()
+        return dict.values(self)
+
+    def __iter__(self):
+        self._whole()
+        return dict.__iter__(self)
 
 def record(runs):
     metrics, columns = runs.Run.metrics.fget, runs.Run.columns
@@ -83,7 +103,9 @@ def main() -> None:
             for experiment, keys in json.loads(path.read_text()).items():
                 read.setdefault(experiment, set()).update(keys)
     for experiment in sorted(read):
-        keys = read[experiment] - {"update"}
+        if "*" in read[experiment]:
+            print(f"{experiment}: READS WHOLE ROWS (a row iterated): keep every column, or read by key")
+        keys = read[experiment] - {"update", "*"}
         shipped = set(SHIPPED_COLUMNS.get(experiment, ()))
         print(f"{experiment}: reads {', '.join(sorted(keys))}")
         if experiment not in SHIPPED_COLUMNS:
