@@ -145,6 +145,18 @@ SETS = {
         (f"kk2 grpo lr5e-4 250u warm2p0.3 seed{seed}", ch4("grpo", seed, **{**KK2_WARM, "total_updates": 250}))
         for seed in (1, 2, 0)
     ],
+    # ... the sweep (04_lopti_kk) retrained that warm start with the same config and code: it stopped at step 775
+    # (validation 0.43; the pilots' at 600, 0.42) and starts at 0.362 greedy on the evaluation set (the pilots' at
+    # 0.418); from it GRPO gained 0.033 +- 0.009 (3 seeds). Its validation accuracy jumps 0.05 -> 0.21 -> 0.43 at
+    # steps 725-775, so the 30% rule stops in the middle of a transition, and where exactly depends on the trajectory.
+    # Does the gain depend on where the warm start stops? Stop at 20% (the same trajectory, 25 steps earlier), and
+    # the 30% rule on another warm-start seed (another trajectory through the transition)
+    "kk-2people-start": lambda: [
+        ("kk2 grpo 250u warm2p0.2 seed0", ch4("grpo", 0, **{**KK2_WARM, "total_updates": 250, "warm_start": {
+            **KK2_WARM["warm_start"], "target_accuracy": 0.2}})),
+        ("kk2 grpo 250u warm2p0.3 wsseed1 seed0", ch4("grpo", 0, **{**KK2_WARM, "total_updates": 250, "warm_start": {
+            **KK2_WARM["warm_start"], "seed": 1}})),
+    ],
     # Chapter 7: does online DPO learn the arithmetic task at all (rate and beta), and does offline GRPO fall behind?
     "semi-online": lambda: [
         ("dpo online lr5e-4 b0.1", semi_online_run("cpu", "dpo", 1, total_updates=200)),
