@@ -20,8 +20,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from record import save_result  # noqa: E402
 
 from rlbook import stats  # noqa: E402
-from rlbook.experiments import (KNIGHTS_KNAVES, drift_ladder_sweep, grpo_from_scratch, lopti_run,  # noqa: E402
-                               router_run, semi_online_run, stale_run)
+from rlbook.experiments import (KNIGHTS_KNAVES, drift_ladder_sweep, grpo_from_scratch, lopti_kk_run,  # noqa: E402
+                               lopti_run, router_run, semi_online_run, stale_run)
 from rlbook.obtain import run_or_load  # noqa: E402
 from rlbook.runs import RunStore, default_root  # noqa: E402
 from rlbook.trainer import warm_start_of  # noqa: E402
@@ -156,6 +156,15 @@ SETS = {
             **KK2_WARM["warm_start"], "target_accuracy": 0.2}})),
         ("kk2 grpo 250u warm2p0.3 wsseed1 seed0", ch4("grpo", 0, **{**KK2_WARM, "total_updates": 250, "warm_start": {
             **KK2_WARM["warm_start"], "seed": 1}})),
+    ],
+    # ... neither: +0.007 from the 20% stop (0.164 -> 0.171) and -0.007 from seed 1's warm start (600 steps, 0.30;
+    # 0.270 -> 0.263, sampled 0.110 -> 0.180). From the sweep's own warm start (lopti_kk_run, seed 0): a faster rate,
+    # twice the budget (its curve was still rising at 250), and groups of 16 (more puzzles with a right answer in the
+    # group to learn from)
+    "kk-2people-knobs": lambda: [
+        ("kk2 grpo lr1e-3 250u seed0", lopti_kk_run("cpu", "grpo", 0, lr=1e-3)),
+        ("kk2 grpo lr5e-4 500u seed0", lopti_kk_run("cpu", "grpo", 0, total_updates=500)),
+        ("kk2 grpo lr5e-4 250u g16 seed0", lopti_kk_run("cpu", "grpo", 0, group_size=16)),
     ],
     # Chapter 7: does online DPO learn the arithmetic task at all (rate and beta), and does offline GRPO fall behind?
     "semi-online": lambda: [
