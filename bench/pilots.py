@@ -166,6 +166,9 @@ SETS = {
         ("kk2 grpo lr5e-4 500u seed0", lopti_kk_run("cpu", "grpo", 0, total_updates=500)),
         ("kk2 grpo lr5e-4 250u g16 seed0", lopti_kk_run("cpu", "grpo", 0, group_size=16)),
     ],
+    # ... lr 1e-3 +0.002; 500 updates +0.057; groups of 16 +0.047 (seed 0 at 250 updates: +0.036). No knob tried
+    # reaches +0.10 from this warm start; sampled accuracy rose 0.07-0.13 in each, greedy much less
+    # (bench/results/pilots/kk-headroom.md, section 4)
     # Chapter 7: does online DPO learn the arithmetic task at all (rate and beta), and does offline GRPO fall behind?
     "semi-online": lambda: [
         ("dpo online lr5e-4 b0.1", semi_online_run("cpu", "dpo", 1, total_updates=200)),
