@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from record import save_result  # noqa: E402
 
-from rlbook.chapters import drift_ladder, m2_axis, merging_verdicts, pma, verdicts  # noqa: E402
+from rlbook.chapters import drift_ladder, m2_axis, merging_verdicts, pma, rollout_precision, verdicts  # noqa: E402
 from rlbook.chapters.run_groups import select  # noqa: E402
 from rlbook.experiments import sweep  # noqa: E402
 from rlbook.runs import RunStore, lookup, reference_root  # noqa: E402
@@ -60,6 +60,8 @@ CHAPTERS = {
         "sweep:drift_ladder", lambda runs: drift_ladder.token_signatures(drift_ladder.rungs(runs))),
     "03 clip vs mask at one learning rate, staleness walked up (the M2 / tau axis)": ("sweep:fixed_rate_axis",
                                                                                       m2_axis.signatures),
+    "03 clip vs mask with bfloat16 rollouts (the paper's inference/training mismatch)": (
+        "sweep:fixed_rate_bf16", rollout_precision.signatures),
     "04 Lopti / Advantage Reweighting on arithmetic": ("sweep:lopti_arithmetic", verdicts.lopti_signatures),
     "04 Lopti / Advantage Reweighting on Knights and Knaves, 2-3 people": ("04_lopti", verdicts.lopti_signatures),
     "04 Lopti / Advantage Reweighting on Knights and Knaves, 2 people": (
