@@ -429,10 +429,16 @@ def fixed_rate_sweep(profile: str = "auto") -> list[RunConfig]:
 
 
 def fixed_rate_bf16_sweep(profile: str = "auto") -> list[RunConfig]:
-    """Chapter 3: FIXED_RATE_BF16_CELLS with bfloat16 and float32 rollouts on the reference engine, seed by seed."""
+    """Chapter 3: FIXED_RATE_BF16_CELLS with bfloat16 and float32 rollouts on the reference engine. The verdicts' runs
+    first, seed by seed (every bfloat16 cell and the float32 on-policy control: rlbook.chapters.rollout_precision),
+    then the float32 controls of the stale cells, which only its table shows."""
     profile = resolve_profile(profile)
+    cells = [(o, s, dtype) for o, s in FIXED_RATE_BF16_CELLS for dtype in ("bfloat16", "float32")]
+    verdicts = [(o, s, dtype) for o, s, dtype in cells if dtype == "bfloat16" or s == 0]
+    order = [(seed, cell) for seed in DECISIVE_SEEDS[profile] for cell in verdicts]
+    order += [(seed, cell) for seed in DECISIVE_SEEDS[profile] for cell in cells if cell not in verdicts]
     return [fixed_rate_run(profile, o, s, seed, rollout_dtype=dtype, engine="reference")
-            for seed in DECISIVE_SEEDS[profile] for o, s in FIXED_RATE_BF16_CELLS for dtype in ("bfloat16", "float32")]
+            for seed, (o, s, dtype) in order]
 
 
 def fixed_rate_axis(profile: str = "auto") -> list[RunConfig]:
