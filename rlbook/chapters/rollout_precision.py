@@ -1,8 +1,8 @@
 """Chapter 3's bfloat16-rollout arm: the paper's inference/training mismatch, against a float32 control.
 
-M2PO (arXiv 2510.01161, Fig. 5) reports that on-policy GRPO clips 0.07% of response tokens. Its rollouts come from
-an inference engine in bfloat16 while the trainer computes in higher precision, so even a batch of the current
-policy has ratios r != 1. Our on-policy runs sample from the trained float32 model itself. The arm
+M2PO (arXiv 2510.01161, Fig. 5; papers.M2PO_REMOVED_TOKENS) reports that on-policy GRPO clips some response tokens.
+Its rollouts come from an inference engine in bfloat16 while the trainer computes in higher precision, so even a batch
+of the current policy has ratios r != 1. Our on-policy runs sample from the trained float32 model itself. The arm
 (`experiments.fixed_rate_bf16_sweep`) samples with a bfloat16 copy of the policy (the behaviour log-probabilities are
 the copy's) and trains the float32 one; its control samples in float32. Both run on the reference engine at the
 fixed rate, and the two arms differ in the rollout precision alone. The cells: on-policy GRPO, and GRPO and M2PO at
