@@ -27,11 +27,6 @@ PAPER_ON_POLICY = (f"on-policy GRPO clips {100 * M2PO_REMOVED_TOKENS.values['grp
                    "(Qwen3-Base-1.7B, an inference engine's rollouts)")
 
 
-def with_precision(runs, dtype: str) -> list:
-    """The runs whose rollouts were sampled at `dtype` (RunConfig.rollout_dtype)."""
-    return [run for run in runs if run.config.rollout_dtype == dtype]
-
-
 def table(runs) -> str:
     """One row per cell and rollout precision: seeds, M2 / tau of its stale batches, the share of tokens its
     objective removes (GRPO's clip, M2PO's mask), its greedy score."""
@@ -39,20 +34,20 @@ def table(runs) -> str:
             "|---|---|---|---|---|---|"]
     for objective, staleness in CELLS:
         for dtype in PRECISIONS:
-            cell = select(with_precision(runs, dtype), objective, staleness)
+            cell = select(runs, objective, staleness, rollout_dtype=dtype)
+            label = f"| {objective.upper()}, s = {staleness} | {dtype} | {len(cell)} |"
             if not cell:
-                rows.append(f"| {objective.upper()}, s = {staleness} | {dtype} | 0 | - | - | - |")
+                rows.append(f"{label} - | - | - |")
                 continue
             m2, share, score = (per_seed(cell, q) for q in (m2_over_tau, removed_share, stats.score))
-            rows.append(f"| {'GRPO' if objective == 'grpo' else 'M2PO'}, s = {staleness} | {dtype} | {len(cell)} | "
-                        f"{_pm(m2, digits=3)} | {_pct(share)} | {_pm(score, digits=3)} |")
+            rows.append(f"{label} {_pm(m2, digits=3)} | {_pct(share)} | {_pm(score, digits=3)} |")
     return "\n".join(rows)
 
 
 def mismatch_signature(runs) -> Signature:
     """The mismatch alone: on-policy GRPO clips more with bfloat16 rollouts than with float32 ones (seed means)."""
     claim = "bfloat16 rollouts make on-policy GRPO clip more tokens than float32 rollouts"
-    low, high = (select(with_precision(runs, dtype), "grpo", 0) for dtype in PRECISIONS)
+    low, high = (select(runs, "grpo", 0, rollout_dtype=dtype) for dtype in PRECISIONS)
     if not (low and high):
         return Signature(claim, PAPER_ON_POLICY, "a cell has no runs yet", "no runs")
     clip_low, clip_high = per_seed(low, removed_share), per_seed(high, removed_share)
@@ -66,6 +61,6 @@ def signatures(runs) -> list[Signature]:
     """The arm's verdicts: the mismatch itself, then the fixed-rate verdicts at s = 8 with bfloat16 rollouts (GRPO's
     clip against M2PO's mask, M2PO's mask against on-policy GRPO's clip, the cost of staleness), as the paper
     measured them: every run, on-policy included, with the mismatch."""
-    low = with_precision(runs, "bfloat16")
+    low = select(runs, rollout_dtype="bfloat16")
     at_s = [replace(s, claim=f"bfloat16 rollouts, {s.claim}") for s in fixed_rate_signatures(low, select(low, "grpo", 0))]
     return [mismatch_signature(runs)] + at_s
