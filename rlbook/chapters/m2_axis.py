@@ -199,14 +199,14 @@ def fixed_rate_signatures(runs, on_policy: list) -> list[Signature]:
         scaled = stats.Estimate(CLIP_OVER_MASK * mask.mean, CLIP_OVER_MASK * mask.se, mask.n)
         ratio = f"{clip.mean / mask.mean:.0f}x" if mask.mean else "no token masked"
         cost = per_seed(on_policy, stats.score) - per_seed(grpo, stats.score)
-        seeds = _seeds(min(clip.n, mask.n))
+        seeds = seed_count(min(clip.n, mask.n))
         out += [Signature(f"{where}: GRPO clips at least {CLIP_OVER_MASK}x what M2PO masks", PAPER_CLIP_OVER_MASK,
-                          f"{_pct(clip)} vs {_pct(mask)} ({ratio}; M2PO's M2 = {_pm(m2)} tau; "
+                          f"{percent_pm(clip)} vs {percent_pm(mask)} ({ratio}; M2PO's M2 = {mean_pm(m2)} tau; "
                           f"{seeds})", stats.verdict(clip - scaled, +1)),
                 Signature(f"{where}: M2PO masks no more than on-policy GRPO clips", PAPER_MASK_VS_ON_POLICY,
-                          f"{_pct(mask)} vs {_pct(clip0)} ({seeds})", stats.verdict(clip0 - mask, +1)),
+                          f"{percent_pm(mask)} vs {percent_pm(clip0)} ({seeds})", stats.verdict(clip0 - mask, +1)),
                 Signature(f"{where}: staleness costs GRPO", M2PO_STALENESS_COST.text,
-                          f"on-policy minus s = {s}: {_pm(cost, digits=3, sign='+')} ({seeds})",
+                          f"on-policy minus s = {s}: {mean_pm(cost, digits=3, sign='+')} ({seeds})",
                           stats.verdict(cost, +1))]
     return out
 
@@ -232,23 +232,25 @@ def prediction(runs, staleness: int = 8) -> tuple[bool | None, str]:
     clip = per_seed(grpo, removed_share)
     low, high = PREDICTION["clip"]
     held = mask.mean <= PREDICTION["mask"] and m2.mean <= PREDICTION["m2"] and low <= clip.mean <= high
-    return held, (f"M2PO masks {_pct(mask)} (predicted <= {100 * PREDICTION['mask']:.2f}%), its M2 {_pm(m2, digits=4)} "
-                  f"(<= {PREDICTION['m2']}), GRPO clips {_pct(clip)} (predicted {100 * low:.0f}-"
-                  f"{100 * high:.0f}%); {_seeds(min(mask.n, clip.n))}")
+    return held, (f"M2PO masks {percent_pm(mask)} (predicted <= {100 * PREDICTION['mask']:.2f}%), "
+                  f"its M2 {mean_pm(m2, digits=4)} (<= {PREDICTION['m2']}), GRPO clips {percent_pm(clip)} (predicted {100 * low:.0f}-"
+                  f"{100 * high:.0f}%); {seed_count(min(mask.n, clip.n))}")
 
 
-def _seeds(n: int) -> str:
+def seed_count(n: int) -> str:
+    """"1 seed", "5 seeds"."""
     return f"{n} seed{'s' * (n != 1)}"
 
 
-def _pm(e: stats.Estimate, scale: float = 1.0, digits: int = 2, sign: str = "") -> str:
+def mean_pm(e: stats.Estimate, scale: float = 1.0, digits: int = 2, sign: str = "") -> str:
     """mean ± s.e., without the ± for one seed (whose standard error is not measured)."""
     spread = f" ± {scale * e.se:.{digits}f}" if e.n > 1 else ""
     return f"{scale * e.mean:{sign}.{digits}f}{spread}"
 
 
-def _pct(e: stats.Estimate) -> str:
-    return _pm(e, 100, 3).replace(" ±", "% ±", 1) if e.n > 1 else f"{_pm(e, 100, 3)}%"
+def percent_pm(e: stats.Estimate) -> str:
+    """A share as a percentage, mean ± s.e. to three decimals."""
+    return mean_pm(e, 100, 3).replace(" ±", "% ±", 1) if e.n > 1 else f"{mean_pm(e, 100, 3)}%"
 
 
 def table(fixed: list[Cell]) -> str:
@@ -257,5 +259,6 @@ def table(fixed: list[Cell]) -> str:
             "|---|---|---|---|---|"]
     for cell in fixed:
         m2, share, score = cell.m2(), cell.share(), per_seed(cell.runs, stats.score)
-        rows.append(f"| {cell.label} | {len(cell.runs)} | {_pm(m2)} | {_pct(share)} | {_pm(score, digits=3)} |")
+        rows.append(f"| {cell.label} | {len(cell.runs)} | {mean_pm(m2)} | {percent_pm(share)} "
+                    f"| {mean_pm(score, digits=3)} |")
     return "\n".join(rows)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .. import stats
-from .m2_axis import _pct, _pm, _seeds, fixed_rate_signatures, m2_over_tau, removed_share
+from .m2_axis import fixed_rate_signatures, m2_over_tau, mean_pm, percent_pm, removed_share, seed_count
 from .papers import M2PO_REMOVED_TOKENS
 from .run_groups import select
 from .verdicts import Signature, per_seed
@@ -40,7 +40,7 @@ def table(runs) -> str:
                 rows.append(f"{label} - | - | - |")
                 continue
             m2, share, score = (per_seed(cell, q) for q in (m2_over_tau, removed_share, stats.score))
-            rows.append(f"{label} {_pm(m2, digits=3)} | {_pct(share)} | {_pm(score, digits=3)} |")
+            rows.append(f"{label} {mean_pm(m2, digits=3)} | {percent_pm(share)} | {mean_pm(score, digits=3)} |")
     return "\n".join(rows)
 
 
@@ -52,8 +52,8 @@ def mismatch_signature(runs) -> Signature:
         return Signature(claim, PAPER_ON_POLICY, "a cell has no runs yet", "no runs")
     clip_low, clip_high = per_seed(low, removed_share), per_seed(high, removed_share)
     m2_low, m2_high = per_seed(low, m2_over_tau), per_seed(high, m2_over_tau)
-    observed = (f"{_pct(clip_low)} vs {_pct(clip_high)} (batches' M2 = {_pm(m2_low, digits=3)} vs "
-                f"{_pm(m2_high, digits=3)} tau; {_seeds(min(clip_low.n, clip_high.n))})")
+    observed = (f"{percent_pm(clip_low)} vs {percent_pm(clip_high)} (batches' M2 = {mean_pm(m2_low, digits=3)} vs "
+                f"{mean_pm(m2_high, digits=3)} tau; {seed_count(min(clip_low.n, clip_high.n))})")
     return Signature(claim, PAPER_ON_POLICY, observed, stats.verdict(clip_low - clip_high, +1))
 
 
