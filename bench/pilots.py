@@ -24,7 +24,10 @@ from rlbook.experiments import (KNIGHTS_KNAVES, drift_ladder_sweep, grpo_from_sc
                                lopti_run, router_run, semi_online_run, stale_run)
 from rlbook.obtain import run_or_load  # noqa: E402
 from rlbook.runs import RunStore, default_root  # noqa: E402
-from rlbook.trainer import warm_start_of  # noqa: E402
+from rlbook.chapters.lopti import load_trained_policy  # noqa: E402
+from rlbook.evaluate import accuracy, completion_budget, validation_problems  # noqa: E402
+from rlbook.tasks import make_task  # noqa: E402
+from rlbook.trainer import init_policy, warm_start_of  # noqa: E402
 
 PILOT_UPDATES = 400
 
@@ -169,6 +172,14 @@ SETS = {
     # ... lr 1e-3 +0.002; 500 updates +0.057; groups of 16 +0.047 (seed 0 at 250 updates: +0.036). No knob tried
     # reaches +0.10 from this warm start; sampled accuracy rose 0.07-0.13 in each, greedy much less
     # (bench/results/pilots/kk-headroom.md, section 4)
+    # ... a fair way to pick a warm start (issue 40): one GRPO pilot per candidate, read on the validation split (python
+    # bench/pilots.py kk-2people-select --validation 500), never the evaluation set. Candidates: the 30% rule on
+    # warm-start seeds 0 (the sweep's), 1, 2 and 3. The pilots train with RL seed 5, outside the sweep's seeds 0-4, so
+    # the sweep on the chosen warm start is measured out of sample.
+    "kk-2people-select": lambda: [
+        (f"kk2 grpo 250u wsseed{ws} seed5", lopti_kk_run("cpu", "grpo", 5, warm_start={
+            **lopti_kk_run("cpu").warm_start, "seed": ws})) for ws in (2, 3, 0, 1)
+    ],
     # Chapter 7: does online DPO learn the arithmetic task at all (rate and beta), and does offline GRPO fall behind?
     "semi-online": lambda: [
         ("dpo online lr5e-4 b0.1", semi_online_run("cpu", "dpo", 1, total_updates=200)),
@@ -350,11 +361,26 @@ def summarize(label: str, run) -> dict:
             "zero_std_frac": mean("zero_std_frac"), "device": run.meta.get("device")}
 
 
+def validation_gain(run, n: int) -> dict:
+    """Greedy accuracy on n problems of the validation split of the run's starting policy and of its final one: what
+    a choice among pilots reads (the evaluation set only reports)."""
+    config = run.config
+    task = make_task(config.task, **config.task_params)
+    problems = validation_problems(config.task, config.task_params, n)
+    start, tokenizer = init_policy(config, run.store, progress=False)
+    budget = config.max_new_tokens or completion_budget(task, tokenizer)
+    base = accuracy(start, tokenizer, task, problems, budget)
+    final = accuracy(load_trained_policy(run)[0], tokenizer, task, problems, budget)
+    return {"validation_size": n, "val_base": base, "val_final": final, "val_gain": final - base}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("set", nargs="?", choices=sorted(SETS))
     parser.add_argument("--part", default="0/1", help="i/n: run every n-th pilot starting at i (share two cores)")
     parser.add_argument("--list", action="store_true")
+    parser.add_argument("--validation", type=int, default=0, metavar="N",
+                        help="also read each pilot's start and end on N validation-split problems (greedy)")
     args = parser.parse_args()
     if args.list or args.set is None:
         for name, make in SETS.items():
@@ -367,10 +393,14 @@ def main() -> None:
     for label, config in pilots:
         run = run_or_load(config.replace(experiment=f"pilots-{args.set}"), store, references=False)
         results.append(summarize(label, run))
+        if args.validation:
+            results[-1].update(validation_gain(run, args.validation))
         r = results[-1]
         print(f"{label:<28} base {r['base']:.3f} -> {r['score']:.3f} (gain {r['gain']:+.3f}; sampled "
               f"{r['sampled_base']:.3f} -> {r['sampled_score']:.3f})  {r['wall_time_s']:.0f} s  m2 {r['m2']:.4f}  "
-              f"clip {100 * r['clip_frac']:.2f}%  mask {100 * r['mask_frac']:.2f}%", flush=True)
+              f"clip {100 * r['clip_frac']:.2f}%  mask {100 * r['mask_frac']:.2f}%" + (
+                  f"  validation {r['val_base']:.3f} -> {r['val_final']:.3f} ({r['val_gain']:+.3f})"
+                  if args.validation else ""), flush=True)
     save_result("pilots", f"{args.set}-part{index}of{parts}", {"pilots": results})
 
 
