@@ -55,6 +55,10 @@ KK2_WARM = dict(lr=5e-4, total_updates=400, eval_every=50, eval_samples=1, **KK_
                 task_params={"num_people": 2, "scratchpad": True},
                 warm_start={**KNIGHTS_KNAVES["warm_start"], "target_accuracy": 0.3})
 
+# The 2-person sweep's settings before the pilots of kk-2people-select chose its warm start and budget: what the
+# sets of rounds 7 and 8 change from (experiments.lopti_kk_run now has the chosen ones)
+KK2_FIRST = dict(total_updates=250, warm_start=dict(KNIGHTS_KNAVES["warm_start"]))
+
 # name -> list of (label, config)
 SETS = {
     # Chapter 1: what learns fastest and furthest in 400 updates of nano-small on arithmetic?
@@ -165,9 +169,9 @@ SETS = {
     # twice the budget (its curve was still rising at 250), and groups of 16 (more puzzles with a right answer in the
     # group to learn from)
     "kk-2people-knobs": lambda: [
-        ("kk2 grpo lr1e-3 250u seed0", lopti_kk_run("cpu", "grpo", 0, lr=1e-3)),
-        ("kk2 grpo lr5e-4 500u seed0", lopti_kk_run("cpu", "grpo", 0, total_updates=500)),
-        ("kk2 grpo lr5e-4 250u g16 seed0", lopti_kk_run("cpu", "grpo", 0, group_size=16)),
+        ("kk2 grpo lr1e-3 250u seed0", lopti_kk_run("cpu", "grpo", 0, **{**KK2_FIRST, "lr": 1e-3})),
+        ("kk2 grpo lr5e-4 500u seed0", lopti_kk_run("cpu", "grpo", 0, **{**KK2_FIRST, "total_updates": 500})),
+        ("kk2 grpo lr5e-4 250u g16 seed0", lopti_kk_run("cpu", "grpo", 0, **KK2_FIRST, group_size=16)),
     ],
     # ... lr 1e-3 +0.002; 500 updates +0.057; groups of 16 +0.047 (seed 0 at 250 updates: +0.036). No knob tried
     # reaches +0.10 from this warm start; sampled accuracy rose 0.07-0.13 in each, greedy much less
@@ -177,15 +181,15 @@ SETS = {
     # warm-start seeds 0 (the sweep's), 1, 2 and 3. The pilots train with RL seed 5, outside the sweep's seeds 0-4, so
     # the sweep on the chosen warm start is measured out of sample.
     "kk-2people-select": lambda: [
-        (f"kk2 grpo 250u wsseed{ws} seed5", lopti_kk_run("cpu", "grpo", 5, warm_start={
-            **lopti_kk_run("cpu").warm_start, "seed": ws})) for ws in (2, 3, 0, 1)
+        (f"kk2 grpo 250u wsseed{ws} seed5", lopti_kk_run("cpu", "grpo", 5, **{
+            **KK2_FIRST, "warm_start": {**KK2_FIRST["warm_start"], "seed": ws}})) for ws in (2, 3, 0, 1)
     ],
     # ... on the validation split (500 problems, greedy; start -> end of each pilot): warm-start seed 2 0.246 -> 0.290
     # (+0.044), seed 3 0.428 -> 0.512 (+0.084). The knobs that added most on the sweep's warm start (round 7: twice
     # the updates, groups of 16), on warm-start seed 3, chosen between with 250 updates on the validation split too
     "kk-2people-select-budget": lambda: [
-        (f"kk2 grpo {label} wsseed3 seed5", lopti_kk_run("cpu", "grpo", 5, **changes, warm_start={
-            **lopti_kk_run("cpu").warm_start, "seed": 3}))
+        (f"kk2 grpo {label} wsseed3 seed5", lopti_kk_run("cpu", "grpo", 5, **{
+            **KK2_FIRST, **changes, "warm_start": {**KK2_FIRST["warm_start"], "seed": 3}}))
         for label, changes in (("500u", dict(total_updates=500)), ("250u g16", dict(group_size=16)))
     ],
     # Chapter 7: does online DPO learn the arithmetic task at all (rate and beta), and does offline GRPO fall behind?
