@@ -77,6 +77,16 @@ def test_missing_cells_say_so(tmp_path):
     assert verdicts.grpo_learns([])[0].verdict == "no runs"
 
 
+@pytest.mark.parametrize("finals, words", [([0.45, 0.46, 0.44], "above 0.10 by more than 2 s.e."),
+                                           ([0.35, 0.36, 0.34], "below 0.10 by more than 2 s.e."),
+                                           ([0.35, 0.45, 0.40], "within 2 s.e. of 0.10"),
+                                           ([0.5, 0.5], "too few seeds to place against 0.10")])
+def test_gain_against_bar(tmp_path, finals, words):  # every run starts at 0.3: gains of 0.15, 0.05, 0.10 +- 0.03
+    reading = verdicts.gain_against_bar(seeds(tmp_path, "g", finals))
+    assert reading.endswith(words) and reading.startswith(f"{sum(finals) / len(finals) - 0.3:.3f}")
+    assert verdicts.gain_against_bar([]) == "no GRPO runs stored"
+
+
 def test_lopti_signatures(tmp_path):
     runs = seeds(tmp_path, "grpo", [0.5, 0.52, 0.48], task="knights_knaves")
     runs += seeds(tmp_path, "ar", [0.6, 0.62, 0.58], task="knights_knaves", ar_alpha=0.3)
