@@ -519,7 +519,8 @@ def lopti_kk_run(profile: str = "auto", variant: str = "grpo", seed: int = 0, **
     profile = resolve_profile(profile)
     config = lopti_run(profile, variant, seed)
     values = {"task_params": {**config.task_params, "num_people": LOPTI_KK_PEOPLE}, **LOPTI_KK_BUDGET.get(profile, {}),
-              "warm_start": {**config.warm_start, "seed": LOPTI_KK_WARM_START_SEED}, "experiment": "04_lopti_kk", "name": f"{variant}-kk{LOPTI_KK_PEOPLE}-{profile}-seed{seed}"}
+              "warm_start": {**config.warm_start, "seed": LOPTI_KK_WARM_START_SEED}, "experiment": "04_lopti_kk",
+              "name": f"{variant}-kk{LOPTI_KK_PEOPLE}-{profile}-seed{seed}"}
     return config.replace(**{**values, **changes})
 
 

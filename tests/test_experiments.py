@@ -13,7 +13,7 @@ def test_lopti_kk_is_chapter_4_on_two_person_puzzles_with_the_pilots_budget():
         differ = {k for k, v in kk.to_dict().items() if v != getattr(same, k)}
         assert differ == {"task_params", "total_updates", "lr", "warm_start", "experiment", "name"}, variant
         assert (kk.task_params, kk.total_updates, kk.lr) == ({"num_people": 2, "scratchpad": True}, 500, 5e-4)
-        assert kk.warm_start == {**same.warm_start, "seed": 3}  # the chapter's rule, the warm-start seed the pilots chose
+        assert kk.warm_start == {**same.warm_start, "seed": 3}  # the chapter's rule; the seed the pilots chose
         assert kk.hash() not in chapter  # the chapter's stored runs keep their identity
     warm = WarmStartConfig(preset=kk.preset, task=kk.task, task_params=kk.task_params, **kk.warm_start)
     assert warm.key() == "nano-small-knights_knaves-31fe078180"  # chosen on the validation split (kk-2people-select)

@@ -15,6 +15,7 @@ RECORDS = ROOT / "bench" / "results" / "pilots"
 
 @pytest.mark.parametrize("name", ["kk-2people-knobs", "kk-2people-select", "kk-2people-select-budget"])
 def test_a_recorded_pilot_set_builds_the_runs_its_records_name(name):
-    recorded = {p["run"] for f in RECORDS.glob(f"pilots-{name}-part*.json") for p in json.loads(f.read_text())["pilots"]}
+    records = [json.loads(f.read_text()) for f in RECORDS.glob(f"pilots-{name}-part*.json")]
+    recorded = {pilot["run"] for record in records for pilot in record["pilots"]}
     configs = [config.replace(experiment=f"pilots-{name}") for _, config in pilots.SETS[name]()]
     assert recorded and recorded == {f"{c.name}-{c.hash()}" for c in configs}

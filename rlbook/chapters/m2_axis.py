@@ -233,8 +233,9 @@ def prediction(runs, staleness: int = 8) -> tuple[bool | None, str]:
     low, high = PREDICTION["clip"]
     held = mask.mean <= PREDICTION["mask"] and m2.mean <= PREDICTION["m2"] and low <= clip.mean <= high
     return held, (f"M2PO masks {percent_pm(mask)} (predicted <= {100 * PREDICTION['mask']:.2f}%), "
-                  f"its M2 {mean_pm(m2, digits=4)} (<= {PREDICTION['m2']}), GRPO clips {percent_pm(clip)} (predicted {100 * low:.0f}-"
-                  f"{100 * high:.0f}%); {seed_count(min(mask.n, clip.n))}")
+                  f"its M2 {mean_pm(m2, digits=4)} (<= {PREDICTION['m2']}), "
+                  f"GRPO clips {percent_pm(clip)} (predicted {100 * low:.0f}-{100 * high:.0f}%); "
+                  f"{seed_count(min(mask.n, clip.n))}")
 
 
 def seed_count(n: int) -> str:
