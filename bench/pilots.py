@@ -25,7 +25,7 @@ from rlbook.experiments import (KNIGHTS_KNAVES, drift_ladder_sweep, grpo_from_sc
 from rlbook.obtain import run_or_load  # noqa: E402
 from rlbook.runs import RunStore, default_root  # noqa: E402
 from rlbook.chapters.lopti import load_trained_policy  # noqa: E402
-from rlbook.evaluate import accuracy, completion_budget, validation_problems  # noqa: E402
+from rlbook.evaluate import accuracy, run_completion_budget, validation_problems  # noqa: E402
 from rlbook.tasks import make_task  # noqa: E402
 from rlbook.trainer import init_policy, warm_start_of  # noqa: E402
 
@@ -380,7 +380,7 @@ def validation_gain(run, n: int) -> dict:
     task = make_task(config.task, **config.task_params)
     problems = validation_problems(config.task, config.task_params, n)
     start, tokenizer = init_policy(config, run.store, progress=False)
-    budget = config.max_new_tokens or completion_budget(task, tokenizer)
+    budget = run_completion_budget(config, task, tokenizer)
     base = accuracy(start, tokenizer, task, problems, budget)
     final = accuracy(load_trained_policy(run)[0], tokenizer, task, problems, budget)
     return {"validation_size": n, "val_base": base, "val_final": final, "val_gain": final - base}

@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 
 from rlbook.advantages import group_advantages
-from rlbook.evaluate import accuracy, completion_budget, evaluation_problems, sampled_eval_seed
+from rlbook.evaluate import accuracy, evaluation_problems, run_completion_budget, sampled_eval_seed
 from rlbook.experiments import grpo_from_scratch
 from rlbook.losspath import loss_and_tokens
 from rlbook.lean_decoder import LeanDecoder
@@ -68,7 +68,8 @@ def profile_updates(config, store: RunStore, updates: int, clock: Clock) -> int:
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
     generator = torch.Generator().manual_seed(stream_seed("rollout", config.seed))
-    max_new, (objective, path), tokens = completion_budget(task, tokenizer), resolve(config, torch.device("cpu")), 0
+    max_new, tokens = run_completion_budget(config, task, tokenizer), 0
+    objective, path = resolve(config, torch.device("cpu"))
     engine = config.resolved_engine
     sampler = LeanDecoder(model, merged=engine.merged_sampling) if engine.lean_sampler else None
     for step in range(updates):

@@ -169,14 +169,14 @@ REMEDY = {"KV cache": "lower rollout_batch_size (sequences sampled at once), gro
 
 def lengths(config) -> tuple[int, int]:
     """(longest prompt, completion budget) in tokens of the character tokenizer, from the task's own problems."""
-    from .evaluate import EVAL_SEED, completion_budget
+    from .evaluate import EVAL_SEED, run_completion_budget
     from .tasks import make_task
     from .tokenizer import char_tokenizer
 
     task, tokenizer = make_task(config.task, **config.task_params), char_tokenizer()
     prompts = [p["prompt"] for p in task.generate(256, seed=EVAL_SEED + 1)]
     longest = max(len(ids) for ids in tokenizer(prompts, add_special_tokens=False)["input_ids"])
-    return longest, config.max_new_tokens or completion_budget(task, tokenizer)
+    return longest, run_completion_budget(config, task, tokenizer)
 
 
 def problem_bytes(config, n: int = 16) -> float:

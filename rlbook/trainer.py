@@ -20,7 +20,7 @@ import torch
 from . import checkpoint
 from .advantages import group_advantages, zero_variance_fraction
 from .config import RunConfig
-from .evaluate import completion_budget, evaluation_problems, evaluation_row
+from .evaluate import evaluation_problems, evaluation_row, run_completion_budget
 from .models import LARGE_HIDDEN, add_lora, build_model, get_preset, load_pretrained, set_cpu_threads
 from .losspath import (LogProbPath, Objective, accumulate_gradients, loss_and_tokens, loss_path, no_grad_stats,
                        sequence_inputs)
@@ -185,7 +185,7 @@ def train(config: RunConfig, run: Run, progress: bool = True) -> None:
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=config.lr,
                                   weight_decay=config.weight_decay)
     # the sampler of rollout batches (the engine's), the stale queue in front of it and where a resumed run left them
-    engine, max_new = config.resolved_engine, config.max_new_tokens or completion_budget(task, tokenizer)
+    engine, max_new = config.resolved_engine, run_completion_budget(config, task, tokenizer)
     sampler = BatchSampler(model, tokenizer, task, engine, seed=config.seed, prompts_per_step=config.prompts_per_step,
                            group_size=config.group_size, max_new_tokens=max_new, temperature=config.temperature,
                            rollout_batch_size=config.rollout_batch_size, rollout_dtype=config.rollout_dtype,

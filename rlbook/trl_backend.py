@@ -211,7 +211,7 @@ def _train(config: RunConfig, run: Run, progress: bool) -> None:
     from transformers import PrinterCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    from .evaluate import completion_budget, evaluation_problems
+    from .evaluate import evaluation_problems, run_completion_budget
     from .models import set_cpu_threads
     from .tasks import make_task
     from .trainer import init_policy
@@ -221,7 +221,7 @@ def _train(config: RunConfig, run: Run, progress: bool) -> None:
     torch.manual_seed(stream_seed("init", config.seed))  # as rlbook's trainer: the same adapter init
     model, tokenizer = init_policy(config, run.store, progress)
     task = make_task(config.task, **config.task_params)
-    max_new = config.max_new_tokens or completion_budget(task, tokenizer)
+    max_new = run_completion_budget(config, task, tokenizer)
     eval_set = evaluation_problems(config.task, config.task_params, config.eval_size)
     run.update_meta(complete=False, backend=BACKEND, trl=trl.__version__, differences=differences(config),
                     training_version=TRAINING_VERSION, **environment(config.device))

@@ -14,7 +14,7 @@ from .. import stats
 from ..checkpoint import location, read_weights
 from ..advantages import group_advantages
 from ..config import RunConfig
-from ..evaluate import accuracy, completion_budget, evaluation_problems
+from ..evaluate import accuracy, evaluation_problems, run_completion_budget
 from ..experiments import (ARITHMETIC_AR_ALPHA, LOPTI_VARIANTS, lopti_arithmetic_run, lopti_arithmetic_sweep,
                            lopti_kk_run, lopti_kk_sweep, lopti_run, lopti_sweep)
 from ..objectives import advantage_reweight, policy_loss
@@ -81,7 +81,7 @@ def accuracy_by_people(model, tokenizer, task, problems, max_new_tokens: int) ->
 def _people(config: RunConfig, model, tokenizer) -> dict[int, float]:
     task = make_task(config.task, **config.task_params)
     problems = evaluation_problems(config.task, config.task_params, config.eval_size)
-    budget = config.max_new_tokens or completion_budget(task, tokenizer)
+    budget = run_completion_budget(config, task, tokenizer)
     return accuracy_by_people(model, tokenizer, task, problems, budget)
 
 
@@ -129,7 +129,7 @@ def analysis_batch(config: RunConfig, seed: int = 0, prompts: int = 16):
     task = make_task(config.task, **config.task_params)
     generator = torch.Generator(device=next(model.parameters()).device).manual_seed(seed)
     batch = rollout(model, tokenizer, task, task.generate(prompts, seed=ANALYSIS_SEED + seed), config.group_size,
-                    config.max_new_tokens or completion_budget(task, tokenizer), config.temperature, generator, 0)
+                    run_completion_budget(config, task, tokenizer), config.temperature, generator, 0)
     advantages = group_advantages(batch.rewards, config.group_size, config.normalize_adv_std)
     return model, batch, advantages[:, None] * batch.response_mask
 
