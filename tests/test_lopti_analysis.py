@@ -250,3 +250,20 @@ def test_one_verdict_table_names_each_task_in_its_claims(tmp_path):
     assert table.startswith("**Knights and Knaves, 2-3 people, 30 updates (the paper: 3-7 people); "
                             "arithmetic, 30 updates**")
     assert "(seeds 0-2; all runs made by" in table.splitlines()[0]  # one provenance line over both tasks' runs
+
+
+def test_low_probability_share_averages_each_runs_first_and_last_tenth(tmp_path):
+    def run(name, shares):
+        path = tmp_path / name
+        path.mkdir()
+        write_json(path / "config.json", RunConfig(experiment="x", name=name).to_dict())
+        rows = [{"update": u, "low_prob_frac": v} for u, v in enumerate(shares)] + [{"update": len(shares)}]
+        (path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        return Run(path)
+
+    falling = run("a", [0.04] * 10 + [0.02] * 80 + [0.01] * 10)  # 100 logged updates: tenths of 10
+    steady = run("b", [0.02] * 20)  # tenths of 2
+    start, end = la.low_probability_share([falling, steady])
+    assert start == pytest.approx(0.03) and end == pytest.approx(0.015)
+    assert la.low_probability_share([run("c", [0.5, 0.1])], part=0.1) == pytest.approx((0.5, 0.1))  # at least one
+    assert la.low_probability_share([run("d", [])]) is None  # nothing logged: no share

@@ -77,9 +77,9 @@ def test_missing_cells_say_so(tmp_path):
     assert verdicts.grpo_learns([])[0].verdict == "no runs"
 
 
-@pytest.mark.parametrize("finals, words", [([0.45, 0.46, 0.44], "above 0.10 by more than 2 s.e."),
-                                           ([0.35, 0.36, 0.34], "below 0.10 by more than 2 s.e."),
-                                           ([0.35, 0.45, 0.40], "within 2 s.e. of 0.10"),
+@pytest.mark.parametrize("finals, words", [([0.45, 0.46, 0.44], "above 0.10 by more than two standard errors"),
+                                           ([0.35, 0.36, 0.34], "below 0.10 by more than two standard errors"),
+                                           ([0.35, 0.45, 0.40], "within two standard errors of 0.10"),
                                            ([0.5, 0.5], "too few seeds to place against 0.10")])
 def test_gain_against_bar(tmp_path, finals, words):  # every run starts at 0.3: gains of 0.15, 0.05, 0.10 +- 0.03
     reading = verdicts.gain_against_bar(seeds(tmp_path, "g", finals))

@@ -6,6 +6,7 @@ one rollout batch (section 3). The figures and the closing "paper vs. us" table 
 from __future__ import annotations
 
 import json
+import statistics
 from collections import defaultdict
 
 import torch
@@ -247,6 +248,21 @@ SECOND_STEP_CONCLUSIONS = {
                              "its cost lies elsewhere",
     mechanism.UNDECIDED: "cannot decide it at this noise"}
 CONFOUNDED = "cannot separate it from the rate itself: the lower rate helps GRPO about as much as Lopti"
+
+
+def low_probability_share(runs, part: float = 0.1) -> tuple[float, float] | None:
+    """How many sampled tokens AR and Lopti act on: `low_prob_frac` (the share of response tokens sampled with
+    p_old < 0.5, Lopti's first stage and AR's strongest scaling), averaged over each run's first and last `part` of
+    its logged updates, then over the runs: (start, end), or None without runs that logged it."""
+    shares = []
+    for run in runs:
+        _, values = run.series("low_prob_frac")
+        if values:
+            k = max(1, int(len(values) * part))
+            shares.append((statistics.fmean(values[:k]), statistics.fmean(values[-k:])))
+    if not shares:
+        return None
+    return statistics.fmean(s for s, _ in shares), statistics.fmean(e for _, e in shares)
 
 
 def second_step_texts(grpo, lopti, lopti_half_rate, grpo_half_rate) -> dict[str, str]:

@@ -291,15 +291,15 @@ GAIN_BAR = 0.10  # chapter 4: the gain GRPO needs on a setting before the varian
 
 def gain_against_bar(grpo_runs, bar: float = GAIN_BAR) -> str:
     """GRPO's gain (score minus base, per seed) placed against `bar`: `stats.verdict` with the bar as its margin, in
-    words ("0.118 ± 0.006 (n=5): above 0.10 by more than 2 s.e.")."""
+    words ("0.118 ± 0.006 (n=5): above 0.10 by more than two standard errors")."""
     if not grpo_runs:
         return "no GRPO runs stored"
     g = per_seed(grpo_runs, gain)
     if g.n < stats.MIN_SEEDS:
         return f"{g}: too few seeds to place against {bar:.2f}"
-    where = {stats.REPRODUCED: f"above {bar:.2f} by more than 2 s.e.",
-             stats.NOT_REPRODUCED: f"below {bar:.2f} by more than 2 s.e.",
-             stats.WITHIN_NOISE: f"within 2 s.e. of {bar:.2f}"}[stats.verdict(g, +1, margin=bar)]
+    where = {stats.REPRODUCED: f"above {bar:.2f} by more than two standard errors",
+             stats.NOT_REPRODUCED: f"below {bar:.2f} by more than two standard errors",
+             stats.WITHIN_NOISE: f"within two standard errors of {bar:.2f}"}[stats.verdict(g, +1, margin=bar)]
     return f"{g}: {where}"
 
 
