@@ -25,9 +25,9 @@ from rlbook.experiments import (KNIGHTS_KNAVES, drift_ladder_sweep, grpo_from_sc
 from rlbook.obtain import run_or_load  # noqa: E402
 from rlbook.runs import RunStore, default_root  # noqa: E402
 from rlbook.chapters.lopti import load_trained_policy  # noqa: E402
-from rlbook.evaluate import accuracy, run_completion_budget, validation_problems  # noqa: E402
+from rlbook.evaluate import accuracy, validation_problems  # noqa: E402
 from rlbook.tasks import make_task  # noqa: E402
-from rlbook.trainer import init_policy, warm_start_of  # noqa: E402
+from rlbook.trainer import init_policy, run_completion_budget, warm_start_of  # noqa: E402
 
 PILOT_UPDATES = 400
 

@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 
 from rlbook.advantages import group_advantages
-from rlbook.evaluate import accuracy, evaluation_problems, run_completion_budget, sampled_eval_seed
+from rlbook.evaluate import accuracy, evaluation_problems, sampled_eval_seed
 from rlbook.experiments import grpo_from_scratch
 from rlbook.losspath import loss_and_tokens
 from rlbook.lean_decoder import LeanDecoder
@@ -37,7 +37,7 @@ from rlbook.rollout import rollout
 from rlbook.runs import RunStore
 from rlbook.seeds import stream_seed
 from rlbook.tasks import make_task
-from rlbook.trainer import init_policy, resolve
+from rlbook.trainer import init_policy, resolve, run_completion_budget
 
 sys.path.insert(0, str(Path(__file__).parent))
 from vs_trl import COMPARED_UPDATE  # noqa: E402

@@ -61,11 +61,6 @@ def completion_budget(task, tokenizer, n: int = 256) -> int:
     return int(1.25 * longest) + 2
 
 
-def run_completion_budget(config, task, tokenizer) -> int:
-    """A run's max_new_tokens: the config's when set, else completion_budget for its task and tokenizer."""
-    return config.max_new_tokens or completion_budget(task, tokenizer)
-
-
 @torch.no_grad()
 def accuracy(model, tokenizer, task, problems: list[Problem], max_new_tokens: int, temperature: float = 0.0,
              seed: int = EVAL_SEED, samples: int = 1, batch_size: int = 256) -> float:

@@ -169,9 +169,10 @@ REMEDY = {"KV cache": "lower rollout_batch_size (sequences sampled at once), gro
 
 def lengths(config) -> tuple[int, int]:
     """(longest prompt, completion budget) in tokens of the character tokenizer, from the task's own problems."""
-    from .evaluate import EVAL_SEED, run_completion_budget
+    from .evaluate import EVAL_SEED
     from .tasks import make_task
     from .tokenizer import char_tokenizer
+    from .trainer import run_completion_budget
 
     task, tokenizer = make_task(config.task, **config.task_params), char_tokenizer()
     prompts = [p["prompt"] for p in task.generate(256, seed=EVAL_SEED + 1)]

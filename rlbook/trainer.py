@@ -20,7 +20,7 @@ import torch
 from . import checkpoint
 from .advantages import group_advantages, zero_variance_fraction
 from .config import RunConfig
-from .evaluate import evaluation_problems, evaluation_row, run_completion_budget
+from .evaluate import completion_budget, evaluation_problems, evaluation_row
 from .models import LARGE_HIDDEN, add_lora, build_model, get_preset, load_pretrained, set_cpu_threads
 from .losspath import (LogProbPath, Objective, accumulate_gradients, loss_and_tokens, loss_path, no_grad_stats,
                        sequence_inputs)
@@ -39,6 +39,11 @@ from .versions import TRAINING_VERSION
 
 TIMING_KEYS = ("wall_time_s", "tokens_per_s", "update_s", "sample_s")  # a row's clock readings (vary run to run)
 warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*")
+
+
+def run_completion_budget(config: RunConfig, task, tokenizer) -> int:
+    """A run's max_new_tokens: the config's when set, else evaluate.completion_budget for its task and tokenizer."""
+    return config.max_new_tokens or completion_budget(task, tokenizer)
 
 
 def warm_start_of(config: RunConfig, store: RunStore | None = None, progress: bool = True):

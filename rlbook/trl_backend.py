@@ -211,10 +211,10 @@ def _train(config: RunConfig, run: Run, progress: bool) -> None:
     from transformers import PrinterCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    from .evaluate import evaluation_problems, run_completion_budget
+    from .evaluate import evaluation_problems
     from .models import set_cpu_threads
     from .tasks import make_task
-    from .trainer import init_policy
+    from .trainer import init_policy, run_completion_budget
 
     run.truncate(-1)
     set_cpu_threads()

@@ -15,7 +15,7 @@ from .. import stats
 from ..checkpoint import location, read_weights
 from ..advantages import group_advantages
 from ..config import RunConfig
-from ..evaluate import accuracy, evaluation_problems, run_completion_budget
+from ..evaluate import accuracy, evaluation_problems
 from ..experiments import (ARITHMETIC_AR_ALPHA, LOPTI_VARIANTS, lopti_arithmetic_run, lopti_arithmetic_sweep,
                            lopti_kk_run, lopti_kk_sweep, lopti_run, lopti_sweep)
 from ..objectives import advantage_reweight, policy_loss
@@ -24,7 +24,7 @@ from ..rollout import rollout
 from ..runs import write_json
 from ..tasks import make_task
 from ..losspath import response_logits, token_logprobs
-from ..trainer import init_policy
+from ..trainer import init_policy, run_completion_budget
 from . import mechanism
 
 CACHE = "accuracy_by_people.json"

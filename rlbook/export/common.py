@@ -53,14 +53,16 @@ def refuse_dpo(config: RunConfig, framework: str, offers: str) -> None:
 
 def response_budget(config: RunConfig) -> int | None:
     """Completion tokens: the run's max_new_tokens, or the budget rlbook computes for a nano preset's task."""
-    from ..evaluate import run_completion_budget
+    from ..evaluate import completion_budget
     from ..models import get_preset
     from ..tasks import make_task
     from ..tokenizer import char_tokenizer
 
-    if not config.max_new_tokens and get_preset(config.preset).hub_id is not None:
+    if config.max_new_tokens:
+        return config.max_new_tokens
+    if get_preset(config.preset).hub_id is not None:
         return None
-    return run_completion_budget(config, make_task(config.task, **config.task_params), char_tokenizer())
+    return completion_budget(make_task(config.task, **config.task_params), char_tokenizer())
 
 
 def set_lengths(out: Export, config: RunConfig, key: str, source: str) -> None:
