@@ -67,3 +67,16 @@ def test_too_few_seeds_decide_nothing_and_a_missing_cell_says_so(tmp_path):
     assert rollout_precision.mismatch_signature(only_bf16).verdict == "no runs"
     table = rollout_precision.table(only_bf16)
     assert "| GRPO, s = 0 | bfloat16 | 3 |" in table and "| GRPO, s = 0 | float32 | 0 | - | - | - |" in table
+
+
+def test_what_bfloat16_adds_is_each_cells_share_minus_its_float32_controls(tmp_path):
+    runs = arm(tmp_path, bf16_on_policy_clip=0.003)
+    added = rollout_precision.added_by_bfloat16(runs)
+    assert list(added) == [("grpo", 0), ("grpo", 8), ("m2po", 8)]
+    assert abs(added[("grpo", 0)].mean - (0.003 - 0.0007)) < 1e-12 and added[("grpo", 0)].n == 3
+    assert abs(added[("grpo", 8)].mean - 0.001) < 1e-12 and abs(added[("m2po", 8)].mean) < 1e-12
+    assert rollout_precision.added_sentence(runs) == ("GRPO at s = 0: +0.230 ± 0.001 points; GRPO at s = 8: +0.100 ± 0.001 "
+                                                      "points; M2PO at s = 8: +0.000 ± 0.001 points")
+    only_bf16 = [r for r in runs if r.config.rollout_dtype == "bfloat16"]
+    assert rollout_precision.added_by_bfloat16(only_bf16) == {}
+    assert rollout_precision.added_sentence(only_bf16) == "no cell is stored in both precisions yet"

@@ -44,6 +44,26 @@ def table(runs) -> str:
     return "\n".join(rows)
 
 
+def added_by_bfloat16(runs) -> dict[tuple[str, int], stats.Estimate]:
+    """Per cell stored in both precisions: the share of tokens its objective removes with bfloat16 rollouts minus the
+    share with float32 ones (difference of the seed means), in cell order."""
+    added = {}
+    for objective, staleness in CELLS:
+        low, high = (select(runs, objective, staleness, rollout_dtype=dtype) for dtype in PRECISIONS)
+        if low and high:
+            added[(objective, staleness)] = per_seed(low, removed_share) - per_seed(high, removed_share)
+    return added
+
+
+def added_sentence(runs) -> str:
+    """added_by_bfloat16 in words, in percentage points of the response tokens."""
+    added = added_by_bfloat16(runs)
+    if not added:
+        return "no cell is stored in both precisions yet"
+    return "; ".join(f"{objective.upper()} at s = {staleness}: {mean_pm(e, 100, 3, '+')} points"
+                     for (objective, staleness), e in added.items())
+
+
 def mismatch_signature(runs) -> Signature:
     """The mismatch alone: on-policy GRPO clips more with bfloat16 rollouts than with float32 ones (seed means)."""
     claim = "bfloat16 rollouts make on-policy GRPO clip more tokens than float32 rollouts"
